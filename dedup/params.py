@@ -1,0 +1,130 @@
+"""The parameters that decide what a sketch is.
+
+Two sketches can only be compared when they were made with the same parameters, so the store
+records a :class:`SketchParams` when it is created and refuses to mix. Validation happens here,
+at construction, so a bad value is reported once, by name, before any work is done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+UNITS = ("word", "char", "line")
+OPTIONS = ("A", "B")
+SKETCH_KINDS = ("min", "mod", "minmod", "tiered", "permutation")
+FINGERPRINT_BITS = (40, 64)
+
+
+@dataclass(frozen=True)
+class SketchParams:
+    """How a canonical token stream becomes a sketch (paper §2–§4).
+
+    >>> SketchParams().shingle_size
+    4
+    >>> SketchParams(option="C")
+    Traceback (most recent call last):
+    ...
+    ValueError: sketch.option must be one of A, B; got 'C'
+    """
+
+    #: token unit of the canonical stream: words, characters or lines (§2)
+    unit: str = "word"
+    #: w, the number of consecutive tokens in a shingle
+    shingle_size: int = 4
+    #: "A" labels each shingle with its occurrence number (a bag); "B" keeps the set
+    option: str = "B"
+    #: min = MIN_s, mod = MOD_m, minmod = MIN_s of MOD_m, tiered = L_i, permutation = k minima
+    kind: str = "min"
+    #: s for min and minmod, k for permutation; unused by mod and tiered
+    size: int = 100
+    #: m for mod and minmod
+    modulus: int = 16
+    #: ℓ, the degree of the Rabin polynomial and the width of a fingerprint
+    fingerprint_bits: int = 64
+    #: seed of the random irreducible polynomial (and of the permutations)
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        _choice("sketch.unit", self.unit, UNITS)
+        _choice("sketch.option", self.option, OPTIONS)
+        _choice("sketch.kind", self.kind, SKETCH_KINDS)
+        _choice("sketch.fingerprint_bits", self.fingerprint_bits, FINGERPRINT_BITS)
+        _positive_int("sketch.shingle_size", self.shingle_size)
+        _positive_int("sketch.size", self.size)
+        _positive_int("sketch.modulus", self.modulus)
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ValueError(f"sketch.seed must be a non-negative integer; got {self.seed!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SketchParams:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown sketch parameter {unknown[0]!r}")
+        return cls(**data)
+
+    def describe(self) -> str:
+        """One line for humans, e.g. in a summary or an error."""
+        what = {
+            "min": f"MIN_{self.size}",
+            "mod": f"MOD_{self.modulus}",
+            "minmod": f"MIN_{self.size}(MOD_{self.modulus})",
+            "tiered": "L_i (size-tiered MOD_2^i)",
+            "permutation": f"{self.size}-permutation min-hash",
+        }[self.kind]
+        return (
+            f"{what} over {self.shingle_size}-{self.unit} shingles, option {self.option}, "
+            f"{self.fingerprint_bits}-bit Rabin fingerprints, seed {self.seed}"
+        )
+
+
+def _choice(name: str, value: object, allowed: tuple[object, ...]) -> None:
+    if value not in allowed or isinstance(value, bool):
+        listed = ", ".join(str(a) for a in allowed)
+        raise ValueError(f"{name} must be one of {listed}; got {value!r}")
+
+
+def _positive_int(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+
+
+REPRESENTATIVES = ("first", "popular")
+ENGINES = ("fast", "reference")
+
+
+@dataclass(frozen=True)
+class DedupParams:
+    """When a document counts as a duplicate of a cluster (paper §4.4).
+
+    >>> DedupParams(threshold=1.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: dedup.threshold must be a number in [0, 1]; got 1.5
+    """
+
+    #: estimated resemblance at or above which a document joins a cluster
+    threshold: float = 0.9
+    #: if set, a document contained in a representative at or above this also joins it
+    containment: float | None = None
+    #: "first" member, or the s most "popular" fingerprints of the cluster
+    representative: str = "first"
+    #: HTML canonicaliser: "fast" (lxml) or "reference" (BeautifulSoup); same tokens either way
+    canonicaliser: str = "fast"
+
+    def __post_init__(self) -> None:
+        _unit_interval("dedup.threshold", self.threshold)
+        if self.containment is not None:
+            _unit_interval("dedup.containment", self.containment)
+        _choice("dedup.representative", self.representative, REPRESENTATIVES)
+        _choice("dedup.canonicaliser", self.canonicaliser, ENGINES)
+
+
+def _unit_interval(name: str, value: object) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+    if not ok:
+        raise ValueError(f"{name} must be a number in [0, 1]; got {value!r}")

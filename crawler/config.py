@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -27,16 +28,88 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class CrawlParams:
+    """What the spider fetches and how politely; mapped onto Scrapy settings."""
+
+    #: hosts the crawl may visit; empty means the start URLs' hosts
+    allowed_domains: tuple[str, ...] = ()
+    #: link depth from the start URLs; 0 means no limit
+    max_depth: int = 0
+    #: stop after this many responses; 0 means no limit
+    max_pages: int = 0
+    #: regular expressions; when any is given a URL must match one to be followed
+    include: tuple[str, ...] = ()
+    #: regular expressions; a URL matching one is not followed
+    exclude: tuple[str, ...] = ()
+    #: requests in flight at once (Scrapy CONCURRENT_REQUESTS)
+    concurrency: int = 8
+    #: adapt the delay to the server's latency (Scrapy AutoThrottle)
+    autothrottle: bool = True
+    #: seconds between requests to one host, before AutoThrottle adapts it
+    download_delay: float = 0.0
+    #: obey robots.txt
+    robots_txt: bool = True
+    #: larger bodies are skipped with a reason (bytes, after decompression)
+    max_page_bytes: int = 10 * 1024 * 1024
+    #: seconds before a request is abandoned
+    timeout: float = 30.0
+    #: User-Agent header
+    user_agent: str = "neardup/0.1 (near-duplicate aware crawler)"
+    #: pages per LMDB write transaction (and at most batch_seconds between commits)
+    batch_size: int = 64
+    batch_seconds: float = 2.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_depth", "max_pages"):
+            _check(f"crawl.{name}", getattr(self, name), int, minimum=0)
+        for name in ("concurrency", "max_page_bytes", "batch_size"):
+            _check(f"crawl.{name}", getattr(self, name), int, minimum=1)
+        for name in ("download_delay", "timeout", "batch_seconds"):
+            _check(f"crawl.{name}", getattr(self, name), (int, float), minimum=0)
+        for name in ("autothrottle", "robots_txt"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"crawl.{name} must be true or false; got {getattr(self, name)!r}")
+        for name in ("allowed_domains", "include", "exclude"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"crawl.{name} must be a list of strings; got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        for name in ("include", "exclude"):
+            for pattern in getattr(self, name):
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"crawl.{name}: bad regular expression {pattern!r}: {exc}")
+        if not isinstance(self.user_agent, str) or not self.user_agent:
+            raise ValueError(f"crawl.user_agent must be a non-empty string; got {self.user_agent!r}")
+
+
+def _check(name: str, value: object, kind: type | tuple[type, ...], minimum: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, kind) or value < minimum:  # type: ignore[operator]
+        raise ValueError(f"{name} must be a number >= {minimum}; got {value!r}")
+
+
+@dataclass(frozen=True)
 class Config:
     store: str = "neardup-store"
     sketch: SketchParams = field(default_factory=SketchParams)
     dedup: DedupParams = field(default_factory=DedupParams)
+    crawl: CrawlParams = field(default_factory=CrawlParams)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain data (lists, not tuples), as config.yaml spells it."""
+        return _plain(dataclasses.asdict(self))
 
 
-_SECTIONS: dict[str, type] = {"sketch": SketchParams, "dedup": DedupParams}
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+_SECTIONS: dict[str, type] = {"sketch": SketchParams, "dedup": DedupParams, "crawl": CrawlParams}
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:

@@ -1,0 +1,102 @@
+"""Corpora to re-cluster: this tool's store, anyone's WARC files, JSON Lines text dumps.
+
+Each reader yields :class:`SourceDocument` in input order (which is the processing order of
+greedy clustering) and never loads a whole file: corpora larger than memory stream through.
+A record that cannot be used (a WARC response that is not HTML, a JSON line without the text
+field) is yielded as a document with a ``skip_reason`` so the caller counts and reports it
+instead of stopping or silently losing it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from dedup.canonical import looks_like_html
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    #: the id written to clusters.jsonl: a URL for web pages, the id field for JSON Lines
+    id: str
+    #: "html" or "text"
+    kind: str
+    content: str | bytes
+    skip_reason: str | None = None
+
+
+class InputError(ValueError):
+    """An input that cannot be read at all (missing file, not a WARC); one line for the user."""
+
+
+def read_warc(paths: Iterable[str | Path]) -> Iterator[SourceDocument]:
+    """HTML ``response`` records of WARC or WARC.gz files (warcio decodes gzip and chunking)."""
+    from warcio.archiveiterator import ArchiveIterator
+    from warcio.exceptions import ArchiveLoadFailed
+
+    for path in paths:
+        try:
+            stream = open(path, "rb")
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror}") from None
+        with stream:
+            try:
+                for record in ArchiveIterator(stream):
+                    if record.rec_type != "response":
+                        continue
+                    url = record.rec_headers.get_header("WARC-Target-URI") or ""
+                    body = record.content_stream().read()
+                    ctype = ""
+                    if record.http_headers is not None:
+                        ctype = (record.http_headers.get_header("Content-Type") or "").lower()
+                    if "html" in ctype or (not ctype and looks_like_html(body)):
+                        yield SourceDocument(url, "html", body)
+                    else:
+                        reason = f"not_html ({ctype or 'no Content-Type'})"
+                        yield SourceDocument(url, "html", b"", skip_reason=reason)
+            except ArchiveLoadFailed as exc:
+                raise InputError(f"{path} is not a WARC file: {exc}") from None
+
+
+def read_jsonl(
+    paths: Iterable[str | Path], id_field: str = "id", text_field: str = "text"
+) -> Iterator[SourceDocument]:
+    """One document per JSON object per line; the id defaults to ``FILE:LINE`` when absent."""
+    for path in paths:
+        try:
+            stream = open(path, encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror}") from None
+        with stream:
+            for number, line in enumerate(stream, 1):
+                if not line.strip():
+                    continue
+                where = f"{path}:{number}"
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    yield SourceDocument(where, "text", "", skip_reason="not_json")
+                    continue
+                if not isinstance(obj, dict):
+                    yield SourceDocument(where, "text", "", skip_reason="not_an_object")
+                    continue
+                doc_id = obj.get(id_field)
+                doc_id = where if doc_id is None else str(doc_id)
+                text = obj.get(text_field)
+                if not isinstance(text, str):
+                    yield SourceDocument(doc_id, "text", "", skip_reason=f"no_{text_field}_field")
+                    continue
+                yield SourceDocument(doc_id, "text", text)
+
+
+def read_store(path: str | Path) -> Iterator[SourceDocument]:
+    """The kept pages of a neardup store, in the order they were stored (read-only)."""
+    from storage.store import Store
+
+    if not Path(path).is_dir():
+        raise InputError(f"no store at {path}")
+    with Store.open(path, readonly=True) as store:
+        for url, _status, _headers, body in store.iter_pages():
+            yield SourceDocument(url, "html", body)

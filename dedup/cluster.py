@@ -1,0 +1,429 @@
+"""Broder's greedy clustering in O(rs) (paper §4.4), over any :class:`~dedup.index.ClusterIndex`.
+
+"Keep a set of current clusters (initially empty) and process the sketches in turn. For each
+cluster keep a representative sketch. If a new sketch sufficiently resembles a current cluster
+then add the sketch to it (and possibly recompute the representative); otherwise start a new
+cluster." The index maps every fingerprint of every representative to its clusters, so a new
+sketch is only compared with the clusters it shares a fingerprint with: s lookups and a few
+O(s) estimates per document, O(rs) for r documents, instead of O(r²s) for all pairs.
+
+A crawler must decide before it stores and store before it records, so the work is split:
+
+* :meth:`GreedyClusterer.decide` reads the index and returns a :class:`Decision`;
+* :meth:`GreedyClusterer.apply` writes that decision and returns an :class:`Assignment`;
+* :meth:`GreedyClusterer.assign` does both.
+
+>>> from dedup.memory_index import MemoryIndex
+>>> from dedup.params import DedupParams
+>>> from dedup.sketches import MinSketch
+>>> clusterer = GreedyClusterer(MemoryIndex(), DedupParams(threshold=0.5))
+>>> a = MinSketch(range(0, 100), s=100, n=1000)
+>>> b = MinSketch(range(10, 110), s=100, n=1000)  # shares 90 of its 100 smallest ids with a
+>>> clusterer.assign(0, a, content_hash=1).decision.kind
+'new'
+>>> d = clusterer.assign(1, b, content_hash=2).decision
+>>> d.kind, d.cluster_id, d.representative_doc, d.resemblance
+('near_duplicate', 0, 0, 0.9)
+>>> clusterer.assign(2, a, content_hash=1).decision.kind
+'exact_duplicate'
+
+**Which candidates are skipped.** A candidate that shares ``k`` of the new sketch's fingerprints
+with its representative is only estimated when the estimate could reach the threshold
+(:func:`resemblance_bound`). The bound is provable for the kinds whose estimate is a count of
+shared sampled ids over a denominator no smaller than the new sketch's own sample:
+
+* MIN_s and MIN_s(MOD_m): the estimate is ``matches / s'`` where ``matches`` counts the shared ids
+  among the first ``s'`` of the merged, de-duplicated sketches, so ``matches ≤ |M(A) ∩ M(B)|``,
+  and ``s' = min(s, |M(A) ∪ M(B)|) ≥ |M(A)|``. Hence ``r̂ ≤ |M(A) ∩ M(B)| / |M(A)|``. With a full
+  sketch this is the familiar ``shared / s``; with a short document (fewer than s shingles) the
+  denominator is its own sample size, not s — the "merge rule" case, where the union itself is
+  shorter than s and so ``shared < threshold·s`` can still reach the threshold.
+* MOD_m: ``r̂ = |L(A) ∩ L(B)| / |L(A) ∪ L(B)|`` and ``ĉ(A in B) = |L(A) ∩ L(B)| / |L(A)|``, both
+  at most ``|L(A) ∩ L(B)| / |L(A)|``; so MOD_m is also pruned under the containment rule.
+* k permutations: ``matches / k``; a matching entry holds a value the representative holds, so
+  while the card has no repeated value ``matches ≤ |card ∩ representative|``.
+
+``|M(A) ∩ M(B)|`` is ``shared + capped`` at most: ``shared`` may miss a cluster's fingerprint
+only when it was one of the ``capped`` boilerplate fingerprints whose cluster list was cut.
+The bound assumes one index holds sketches of one kind and one ``s`` (the store enforces it).
+Not pruned: size-tiered sketches (they are compared at the longer document's tier, which can
+sample fewer ids than the new sketch holds), and MIN_s or permutation sketches under the
+containment rule (their containment comes from the resemblance and the representative's size,
+and is not bounded by ``shared`` alone).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from dedup.estimators import Estimate, estimate
+from dedup.index import ClusterIndex
+from dedup.memory_index import MemoryIndex
+from dedup.params import DedupParams
+from dedup.sketches import MinModSketch, MinSketch, ModSketch, PermutationSketch, Sketch
+
+__all__ = [
+    "KINDS",
+    "Assignment",
+    "Decision",
+    "GreedyClusterer",
+    "bound_denominator",
+    "cluster_documents",
+    "popular_sketch",
+    "resemblance_bound",
+]
+
+#: what can happen to a document, in the order they are tried
+KINDS = ("exact_duplicate", "near_duplicate", "contained", "new")
+
+_STATS = (
+    "documents",
+    "new",
+    "exact_duplicate",
+    "near_duplicate",
+    "contained",
+    # clusters estimated against / skipped by the bound / found
+    "comparisons",
+    "pruned",
+    # fingerprints whose cluster list was cut at the cap / documents that met one
+    "capped",
+    "capped_documents",
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What :meth:`GreedyClusterer.decide` found for one document.
+
+    ``resemblance``, ``containment`` (of the new document in the representative), ``matches``
+    and ``sample_size`` are the :class:`~dedup.estimators.Estimate` against the chosen cluster's
+    representative sketch; an exact duplicate is estimated against it too, as a record of how
+    far the representative is from it. ``candidates`` is the number of clusters estimated in
+    the search for a near duplicate (0 for an exact duplicate: its hash found it), ``pruned``
+    the number skipped by :func:`resemblance_bound`, ``capped`` the number of fingerprints whose
+    cluster list hit the cap.
+    """
+
+    kind: str
+    cluster_id: int | None = None
+    #: the chosen cluster's first member (its representative with the "first" rule)
+    representative_doc: int | None = None
+    #: the document this one duplicates: the identical one for an exact duplicate, else the
+    #: representative's document
+    duplicate_of: int | None = None
+    resemblance: float | None = None
+    containment: float | None = None
+    matches: int | None = None
+    sample_size: int | None = None
+    candidates: int = 0
+    pruned: int = 0
+    capped: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"decision kind must be one of {', '.join(KINDS)}; got {self.kind!r}")
+        if (self.kind == "new") != (self.cluster_id is None):
+            raise ValueError(f"a {self.kind!r} decision needs cluster_id None exactly when new")
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Where :meth:`GreedyClusterer.apply` put a document."""
+
+    doc_id: int
+    cluster_id: int
+    decision: Decision
+    #: True for the document that started the cluster
+    representative: bool
+    #: True when its canonical stream equals the cluster's first member's (so for the first too)
+    identical: bool
+
+
+class GreedyClusterer:
+    """Greedy clustering over ``index`` with the rule in ``params``.
+
+    ``cap`` bounds the clusters read per fingerprint (see :meth:`ClusterIndex.candidates`): a
+    fingerprint in the representatives of more than ``cap`` clusters — boilerplate — costs
+    ``cap`` lookups, so a document costs at most ``s·cap`` whatever the corpus.
+    """
+
+    def __init__(self, index: ClusterIndex, params: DedupParams, cap: int = 64) -> None:
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ValueError(f"cap must be a positive integer; got {cap!r}")
+        if not isinstance(params, DedupParams):
+            raise ValueError(f"params must be a DedupParams; got {type(params).__name__}")
+        self.index = index
+        self.params = params
+        self.cap = cap
+        #: counters over applied documents: how often each outcome, and how often the cap bit
+        self.stats: dict[str, int] = dict.fromkeys(_STATS, 0)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def decide(self, sketch: Sketch, content_hash: int) -> Decision:
+        """Where the document would go; reads the index and writes nothing.
+
+        Exact duplicate (same content hash) first; else the candidate with the best estimated
+        resemblance at or above the threshold (ties: the lowest, oldest, cluster id); else, with
+        the containment rule on, the best containment of the document in a representative at or
+        above it; else a new cluster. An estimate that is ``nan`` (no evidence) never qualifies.
+        """
+        self._check_sketch(sketch)
+        found = self.index.find_exact(content_hash)
+        if found is not None:
+            doc, cluster_id = found
+            est = estimate(sketch, self.index.representative(cluster_id))
+            return self._joined("exact_duplicate", cluster_id, est, doc, 0, 0, 0)
+
+        cands = self.index.candidates(sketch.values, self.cap)
+        need = self._needed_bound()
+        denominator = bound_denominator(sketch, containment=self.params.containment is not None)
+        best_r: tuple[float, int, Estimate] | None = None
+        best_c: tuple[float, int, Estimate] | None = None
+        compared = pruned = 0
+        for cluster_id in sorted(cands.shared):
+            if denominator is not None:
+                upper = min(cands.shared[cluster_id] + cands.capped, denominator)
+                if upper / denominator < need:  # resemblance_bound, inlined
+                    pruned += 1
+                    continue
+            est = estimate(sketch, self.index.representative(cluster_id))
+            compared += 1
+            r = est.resemblance
+            if r >= self.params.threshold and (best_r is None or r > best_r[0]):
+                best_r = (r, cluster_id, est)
+            if self.params.containment is not None:
+                c = est.containment_a_in_b
+                if c >= self.params.containment and (best_c is None or c > best_c[0]):
+                    best_c = (c, cluster_id, est)
+        if best_r is not None:
+            _, cluster_id, est = best_r
+            return self._joined(
+                "near_duplicate", cluster_id, est, None, compared, pruned, cands.capped
+            )
+        if best_c is not None:
+            _, cluster_id, est = best_c
+            return self._joined("contained", cluster_id, est, None, compared, pruned, cands.capped)
+        return Decision("new", candidates=compared, pruned=pruned, capped=cands.capped)
+
+    def _joined(
+        self,
+        kind: str,
+        cluster_id: int,
+        est: Estimate,
+        duplicate_of: int | None,
+        compared: int,
+        pruned: int,
+        capped: int,
+    ) -> Decision:
+        first = self.index.cluster(cluster_id).first_doc
+        return Decision(
+            kind,
+            cluster_id=cluster_id,
+            representative_doc=first,
+            duplicate_of=first if duplicate_of is None else duplicate_of,
+            resemblance=est.resemblance,
+            containment=est.containment_a_in_b,
+            matches=est.matches,
+            sample_size=est.sample_size,
+            candidates=compared,
+            pruned=pruned,
+            capped=capped,
+        )
+
+    def _needed_bound(self) -> float:
+        """The smallest estimate that could make a candidate worth estimating."""
+        if self.params.containment is None:
+            return float(self.params.threshold)
+        return float(min(self.params.threshold, self.params.containment))
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def apply(
+        self, doc_id: int, sketch: Sketch, content_hash: int, decision: Decision
+    ) -> Assignment:
+        """Record ``decision`` for ``doc_id``: the index writes, then the counters.
+
+        A new cluster gets the document as first member and representative; a member is added
+        as identical when its content hash is the first member's (the index's exact table holds
+        the first document of each hash); a content hash not seen before is remembered. With
+        the "popular" rule the member's sketch is recorded and the representative recomputed
+        (:func:`popular_sketch`), except when a cluster of identical documents gets one more
+        copy, which cannot change the ranking.
+        """
+        self._check_sketch(sketch)
+        popular = self.params.representative == "popular"
+        if decision.kind == "new":
+            cluster_id = self.index.new_cluster(doc_id, sketch)
+            # the hash can be known already only if a copy was applied after this decision:
+            # the first document of a hash stays the one exact duplicates point to
+            if self.index.find_exact(content_hash) is None:
+                self.index.add_exact(content_hash, doc_id, cluster_id)
+            if popular:
+                self.index.record_member_sketch(cluster_id, sketch)
+            assignment = Assignment(doc_id, cluster_id, decision, True, True)
+        else:
+            assert decision.cluster_id is not None  # Decision enforces it
+            cluster_id = decision.cluster_id
+            info = self.index.cluster(cluster_id)
+            found = self.index.find_exact(content_hash)
+            if found is None:
+                self.index.add_exact(content_hash, doc_id, cluster_id)
+                identical = False
+            else:
+                identical = found[0] == info.first_doc
+            # An exact duplicate of a later member is not identical to the first, but the
+            # cluster is already mixed by that member, so the flag the index keeps is the same.
+            self.index.add_member(cluster_id, doc_id, identical)
+            if popular:
+                self.index.record_member_sketch(cluster_id, sketch)
+                if not (info.identical and identical):
+                    members = self.index.member_fingerprints(cluster_id)
+                    current = self.index.representative(cluster_id)
+                    rep = popular_sketch(members, current, info.size + 1)
+                    self.index.set_representative(cluster_id, rep)
+            assignment = Assignment(doc_id, cluster_id, decision, False, identical)
+        self._count(decision)
+        return assignment
+
+    def assign(self, doc_id: int, sketch: Sketch, content_hash: int) -> Assignment:
+        """:meth:`decide` then :meth:`apply`, for callers with nothing to do in between."""
+        return self.apply(doc_id, sketch, content_hash, self.decide(sketch, content_hash))
+
+    def _count(self, decision: Decision) -> None:
+        s = self.stats
+        s["documents"] += 1
+        s[decision.kind] += 1
+        s["comparisons"] += decision.candidates
+        s["pruned"] += decision.pruned
+        s["capped"] += decision.capped
+        s["capped_documents"] += decision.capped > 0
+
+    def _check_sketch(self, sketch: Sketch) -> None:
+        if self.params.representative == "popular" and not isinstance(
+            sketch, (MinSketch, MinModSketch, ModSketch)
+        ):
+            raise ValueError(
+                f"the 'popular' representative needs 'min', 'minmod' or 'mod' sketches; "
+                f"a {sketch.kind!r} sketch has no s most popular fingerprints (see popular_sketch)"
+            )
+
+
+def resemblance_bound(
+    sketch: Sketch, shared: int, capped: int = 0, *, containment: bool = False
+) -> float | None:
+    """An upper bound on the estimate against a representative that shares ``shared`` values.
+
+    ``capped`` is the number of the sketch's fingerprints whose cluster lists were cut at the
+    cap (each may hide one more shared value). With ``containment`` the bound must also hold
+    for the containment estimate. ``None`` when no bound is proven (see the module docstring).
+
+    >>> s = MinSketch(range(100), s=100, n=500)
+    >>> resemblance_bound(s, 79), resemblance_bound(s, 79, capped=1)
+    (0.79, 0.8)
+    >>> resemblance_bound(MinSketch(range(10), s=100, n=10), 9)  # a short document: 9 of 10
+    0.9
+    """
+    size = bound_denominator(sketch, containment=containment)
+    if size is None:
+        return None
+    return min(shared + capped, size) / size
+
+
+def bound_denominator(sketch: Sketch, *, containment: bool = False) -> int | None:
+    """The sample size that bounds every estimate of ``sketch``, or None if none is proven.
+
+    Computed once per document: the bound of a candidate is then ``min(shared + capped, d) / d``.
+    """
+    size = int(sketch.values.size)
+    if size == 0:
+        return None
+    if isinstance(sketch, ModSketch):
+        return size
+    if containment:
+        return None
+    if isinstance(sketch, (MinSketch, MinModSketch)):
+        return size
+    if isinstance(sketch, PermutationSketch) and np.unique(sketch.values).size == size:
+        return size
+    return None
+
+
+def popular_sketch(fingerprints: np.ndarray, like: Sketch, members: int) -> Sketch:
+    """The representative made of the most popular of the members' ``fingerprints`` (§4.4).
+
+    ``fingerprints`` are all sampled values of all ``members`` sketches, with repeats; a value's
+    popularity is the number of members holding it. Values are ranked by popularity, ties broken
+    by the smaller value, and the top ``t`` kept, in a sketch of ``like``'s kind and parameters:
+
+    * MIN_s and MIN_s(MOD_m): ``t = s`` (fewer if the members hold fewer distinct values). Every
+      member's values are multiples of m, so the result is a valid MIN_s(MOD_m) sample.
+    * MOD_m: there is no s; ``t`` is the members' mean sample size (rounded), so the
+      representative is as large as a typical member's sample, made of the ids most members
+      share — the cluster's "consensus document" sampled at rate 1/m.
+    * size-tiered and permutation sketches: ``ValueError``. Tiered members sample at different
+      rates (a level-0 member holds ids a level-2 member cannot), so their counts do not
+      compare; a permutation card is positional and its entry j is a minimum under permutation
+      j, which a ranking of pooled values does not respect.
+
+    The result keeps ``like.n`` (the document size that MIN_s containment estimates use), raised
+    where the kind requires a larger n for its sample.
+
+    >>> members = np.array([1, 2, 3, 2, 3, 4, 3, 4, 5], dtype=np.uint64)  # [1,2,3] [2,3,4] [3,4,5]
+    >>> popular_sketch(members, MinSketch([1, 2, 3], s=3, n=50), 3).values.tolist()
+    [2, 3, 4]
+    >>> popular_sketch(members, MinSketch([1, 2], s=2, n=50), 3).values.tolist()  # 2 beats 4
+    [2, 3]
+    """
+    if members < 1:
+        raise ValueError(f"members must be >= 1; got {members}")
+    fps = np.asarray(fingerprints, dtype=np.uint64)
+    if isinstance(like, (MinSketch, MinModSketch)):
+        t = like.s
+    elif isinstance(like, ModSketch):
+        t = math.floor(fps.size / members + 0.5)
+    else:
+        raise ValueError(
+            f"no 'popular' representative for {like.kind!r} sketches: only 'min', 'minmod' "
+            "and 'mod' samples can be pooled and ranked"
+        )
+    values, counts = np.unique(fps, return_counts=True)
+    order = np.lexsort((values, -counts))  # by count descending, then value ascending
+    top = np.sort(values[order[:t]])
+    if isinstance(like, MinSketch):
+        n = max(like.n, top.size) if top.size == like.s else top.size
+        return MinSketch(top, like.s, n)
+    if isinstance(like, MinModSketch):
+        return MinModSketch(top, like.s, like.m, max(like.n, top.size))
+    assert isinstance(like, ModSketch)
+    return ModSketch(top, like.m, max(like.n, top.size))
+
+
+def cluster_documents(
+    sketches_and_hashes: Iterable[tuple[Sketch, int]],
+    params: DedupParams,
+    index: ClusterIndex | None = None,
+    *,
+    cap: int = 64,
+    first_doc_id: int = 0,
+) -> list[Assignment]:
+    """Cluster ``(sketch, content_hash)`` pairs in order; document ids count from ``first_doc_id``.
+
+    A fresh :class:`~dedup.memory_index.MemoryIndex` is used unless ``index`` is given.
+
+    >>> from dedup.sketches import MinSketch
+    >>> same = MinSketch([1, 2, 3], s=3, n=3)
+    >>> other = MinSketch([7, 8, 9], s=3, n=3)
+    >>> [a.cluster_id for a in cluster_documents([(same, 1), (other, 2), (same, 1)],
+    ...                                          DedupParams())]
+    [0, 1, 0]
+    """
+    clusterer = GreedyClusterer(MemoryIndex() if index is None else index, params, cap)
+    return [
+        clusterer.assign(first_doc_id + i, sketch, content_hash)
+        for i, (sketch, content_hash) in enumerate(sketches_and_hashes)
+    ]

@@ -21,16 +21,16 @@ from functools import lru_cache
 
 __all__ = [
     "degree",
-    "mul",
-    "square",
-    "mod",
     "divmod_poly",
+    "gcd",
+    "is_irreducible",
+    "mod",
+    "mul",
     "mulmod",
     "powmod",
     "powmod_x",
-    "gcd",
-    "is_irreducible",
     "random_irreducible",
+    "square",
 ]
 
 _X = 0b10  # the polynomial x
@@ -210,7 +210,7 @@ _SIEVE_DEGREE = 8
 _SIEVE = _small_irreducibles_product(_SIEVE_DEGREE)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=1024, typed=True)  # typed: True must not hit the entry for 1
 def random_irreducible(degree: int, seed: int) -> int:
     """A random irreducible polynomial of exactly ``degree``, deterministic for ``seed``.
 

@@ -1,0 +1,457 @@
+"""Table-driven Rabin fingerprints of bytes and of every w-unit window (Broder §4.1, §4.3).
+
+Definition. A byte string b is read as a polynomial b(x) over GF(2), the first byte's most
+significant bit being the highest power. Its fingerprint under an irreducible polynomial P of
+degree ℓ (64 by default; 40 as in the paper, or any multiple of 8 from 16 to 64) is
+
+    f(b) = (b(x) · x^ℓ) mod P,
+
+the residue after the paper's "append nulls" trick: appending ℓ/8 zero bytes multiplies b(x) by
+x^ℓ, so strings that differ only in their last byte differ in all bits of the fingerprint, not just
+the low eight. Values are below 2^ℓ and stored as ``uint64``. Two distinct strings of at most
+n bits collide with probability at most about n / 2^(ℓ−1) over the random choice of P (§4.1).
+
+Why it can be vectorised. f is GF(2)-linear in the bits of b, and so is multiplication by a fixed
+power of x modulo P. A linear map of a 64-bit word is the XOR of eight 256-entry tables indexed by
+its bytes, so applying it to an array is one numpy gather. Fingerprints of concatenations combine
+(§4.3, the "sliding window"): f(u ‖ v) = f(u) · x^(8|v|) + f(v) mod P, so the windows of 2 units
+follow from the windows of 1 with one map, the windows of 4 from those of 2, and so on:
+1 + log2(w) maps per position instead of w.
+
+>>> rf = RabinFingerprinter((1 << 64) | 0b11011)  # x^64 + x^4 + x^3 + x + 1
+>>> hex(rf.fingerprint(b"\\x01"))  # x^64 mod P
+'0x1b'
+>>> from dedup.units import to_units
+>>> fps = rf.shingle_fingerprints(to_units("a rose is a rose is a rose".split()), 4)
+>>> occurrence_labels(fps).tolist()  # errata 1: Option A labels
+[1, 1, 1, 2, 2]
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dedup import gf2
+from dedup.units import UNIT_BYTES
+
+__all__ = ["ALLOWED_BITS", "RabinFingerprinter", "occurrence_labels"]
+
+#: fingerprint widths accepted: whole bytes, so windows and tables work bytewise
+ALLOWED_BITS = tuple(range(16, 65, 8))
+
+U64 = npt.NDArray[np.uint64]
+
+_LITTLE = sys.byteorder == "little"
+# Index offsets of the eight 256-entry byte tables inside one flat table.
+_OFFSETS = (np.arange(UNIT_BYTES, dtype=np.intp) * 256)[:, None]
+# Words per block of a linear map (and about as many windows per block in shingle_fingerprints):
+# a block's index and value arrays, 256 KiB each, stay in the 1-2 MiB L2 cache.
+_BLOCK = 4096
+# Labels up to this value get a cached multiplication table in labelled_ids; larger ones (rare:
+# only shingles repeated more often than this) use the general bit-serial product.
+_TABLED_LABELS = 8
+
+
+class _LinearMap:
+    """A GF(2)-linear map from ``nbytes``-byte words to residues, as byte tables.
+
+    ``table[256 k + j]`` is the image of byte value j in byte position k (k = 0 least
+    significant), so the image of a word is the XOR of one entry per byte.
+    """
+
+    __slots__ = ("nbytes", "scalar", "table")
+
+    def __init__(self, images: list[int]) -> None:
+        # images[i] = image of the word with only bit i set
+        self.nbytes = len(images) // 8
+        basis = np.array(images, dtype=np.uint64).reshape(self.nbytes, 8)
+        table = np.zeros((self.nbytes, 256), dtype=np.uint64)
+        for bit in range(8):  # entries j with top bit `bit` = entries below ^ that bit's image
+            table[:, 1 << bit : 2 << bit] = table[:, : 1 << bit] ^ basis[:, bit : bit + 1]
+        self.table = table.ravel()
+        self.table.flags.writeable = False
+        self.scalar = [int(v) for v in table[0]]  # byte 0 as Python ints, for scalar loops
+
+    def apply(self, words: U64, out: U64) -> None:
+        """``out[i] = map(words[i])`` for any length, block by block."""
+        if len(words) == 0:
+            return
+        indexer = _Indexer(min(len(words), _BLOCK))
+        for start in range(0, len(words), _BLOCK):
+            stop = start + _BLOCK
+            indexer.apply(self, words[start:stop], out[start:stop])
+
+
+_local = threading.local()
+
+
+class _Indexer:
+    """Byte-table indices for words of up to ``width`` elements, one row per byte position.
+
+    Row k holds ``256 k + byte_k(word)``. The ``256 k`` part never changes, so it is written once
+    and each use only overwrites the low byte of every index from the words' own bytes: a plain
+    byte copy instead of a widening add. The buffer is per thread and reused across calls,
+    because a fresh array of a few hundred kilobytes can cost more in page faults than the
+    gathers it feeds. Only one indexer per thread may be in use at a time.
+    """
+
+    __slots__ = ("low", "rows", "width")
+
+    def __init__(self, width: int) -> None:
+        buffer: npt.NDArray[np.intp] | None = getattr(_local, "index_buffer", None)
+        if buffer is None or len(buffer) < UNIT_BYTES * width:
+            buffer = _local.index_buffer = np.empty(UNIT_BYTES * max(width, _BLOCK), dtype=np.intp)
+        self.width = width
+        self.rows = buffer[: UNIT_BYTES * width].reshape(UNIT_BYTES, width)
+        self.rows[...] = _OFFSETS
+        itemsize = self.rows.itemsize
+        low = 0 if _LITTLE else itemsize - 1  # the least significant byte of each index
+        self.low = self.rows.view(np.uint8).reshape(UNIT_BYTES, width, itemsize)[:, :, low]
+
+    def apply(self, lmap: _LinearMap, words: U64, out: U64) -> None:
+        """``out[i] = lmap(words[i])`` for ``len(words) <= width``; ``words`` contiguous."""
+        m = len(words)
+        nb = lmap.nbytes
+        if not _LITTLE:
+            words = words.astype("<u8")  # the byte view below wants least significant first
+        np.copyto(self.low[:nb, :m], words.view(np.uint8).reshape(m, UNIT_BYTES)[:, :nb].T)
+        # Gather whole rows (contiguous indices are fastest; entries past m are stale but in
+        # range). mode="clip" skips bounds checks, and take without `out` is numpy's fast path.
+        vals = lmap.table.take(self.rows[:nb], mode="clip")
+        np.bitwise_xor.reduce(vals[:, :m], axis=0, out=out)
+
+
+class _Tables:
+    """Everything derived from one polynomial; built once and shared by equal fingerprinters."""
+
+    def __init__(self, polynomial: int) -> None:
+        self.polynomial = polynomial
+        self.bits = gf2.degree(polynomial)
+        self.mask = (1 << self.bits) - 1
+        # f(u) for a 64-bit unit u, and in particular the scalar byte-at-a-time step table
+        self.unit_map = self.times_x_power(self.bits, 64)
+        self.byte_step = self.unit_map.scalar
+        self._maps: dict[tuple[str, int], _LinearMap] = {}
+        self._lock = threading.Lock()
+
+    def _basis(self, start: int, count: int) -> list[int]:
+        """``start · x^i mod P`` for i in range(count), by repeated multiplication by x."""
+        images = []
+        h = start
+        top = 1 << self.bits
+        for _ in range(count):
+            images.append(h)
+            h <<= 1
+            if h & top:
+                h ^= self.polynomial
+        return images
+
+    def times_x_power(self, exponent: int, in_bits: int) -> _LinearMap:
+        """The map ``v ↦ v · x^exponent mod P`` on ``in_bits``-bit words."""
+        return _LinearMap(self._basis(gf2.powmod_x(exponent, self.polynomial), in_bits))
+
+    def window_shift(self, units: int) -> _LinearMap:
+        """``r ↦ r · x^(64 · units) mod P`` on residues: prefixing to a window of ``units``."""
+        return self._cached(("shift", units), lambda: self.times_x_power(64 * units, self.bits))
+
+    def times_constant(self, constant: int) -> _LinearMap:
+        """``r ↦ r · constant mod P`` on residues."""
+        return self._cached(
+            ("const", constant), lambda: _LinearMap(self._basis(constant, self.bits))
+        )
+
+    def _cached(self, key: tuple[str, int], build: Callable[[], _LinearMap]) -> _LinearMap:
+        found = self._maps.get(key)
+        if found is None:
+            with self._lock:
+                found = self._maps.get(key)
+                if found is None:
+                    found = self._maps[key] = build()
+        return found
+
+
+@lru_cache(maxsize=64)
+def _tables_for(polynomial: int) -> _Tables:
+    return _Tables(polynomial)
+
+
+@lru_cache(maxsize=256)
+def _check_polynomial(polynomial: int) -> None:
+    bits = gf2.degree(polynomial)
+    if bits not in ALLOWED_BITS:
+        raise ValueError(
+            f"polynomial must have degree 40 or 64 (any multiple of 8 from 16 to 64); "
+            f"got degree {bits}"
+        )
+    if not gf2.is_irreducible(polynomial):
+        raise ValueError(
+            f"polynomial {polynomial:#x} is reducible over GF(2); Rabin needs it irreducible"
+        )
+
+
+class RabinFingerprinter:
+    """Rabin fingerprints modulo one irreducible polynomial; see the module docstring.
+
+    Instances are cheap: the tables are built once per polynomial and shared.
+
+    >>> RabinFingerprinter.from_seed(1).bits
+    64
+    >>> RabinFingerprinter((1 << 64) | 0b11)  # x^64 + x + 1 = (x^2 + x + 1)(...)
+    Traceback (most recent call last):
+    ...
+    ValueError: polynomial 0x10000000000000003 is reducible over GF(2); Rabin needs it irreducible
+    """
+
+    def __init__(self, polynomial: int) -> None:
+        if not isinstance(polynomial, int) or isinstance(polynomial, bool):
+            raise TypeError(f"polynomial must be an int; got {type(polynomial).__name__}")
+        _check_polynomial(polynomial)
+        self._t = _tables_for(polynomial)
+        #: P, with bit i the coefficient of x^i (bit ℓ set)
+        self.polynomial = polynomial
+        #: ℓ, the degree of P and the width of a fingerprint in bits
+        self.bits = self._t.bits
+
+    @classmethod
+    def from_seed(cls, seed: int, bits: int = 64) -> RabinFingerprinter:
+        """The fingerprinter of the random irreducible polynomial of degree ``bits`` for ``seed``."""
+        if bits not in ALLOWED_BITS:
+            raise ValueError(
+                f"bits must be 40 or 64 (any multiple of 8 from 16 to 64); got {bits!r}"
+            )
+        return cls(gf2.random_irreducible(bits, seed))
+
+    def __repr__(self) -> str:
+        return f"RabinFingerprinter({self.polynomial:#x})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RabinFingerprinter):
+            return NotImplemented
+        return self.polynomial == other.polynomial
+
+    def __hash__(self) -> int:
+        return hash(("RabinFingerprinter", self.polynomial))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RabinFingerprinter, (self.polynomial,))  # pickle the polynomial, not the tables
+
+    # -- scalar ---------------------------------------------------------------------------------
+
+    def fingerprint(self, data: bytes) -> int:
+        """``f(data)``, one byte at a time with a 256-entry table.
+
+        Appending a byte c to b gives f(b‖c) = f(b)·x^8 + c·x^ℓ; the bits of f(b) pushed past
+        x^ℓ by the shift fold back through the same table as c, hence one lookup per byte.
+
+        >>> rf = RabinFingerprinter.from_seed(3, bits=40)
+        >>> f = rf.fingerprint(b"rose")
+        >>> f < 2**40 and f != rf.fingerprint(b"rosf")
+        True
+        """
+        step = self._t.byte_step
+        mask = self._t.mask
+        high = self.bits - 8
+        r = 0
+        for c in bytes(data):
+            r = ((r << 8) & mask) ^ step[(r >> high) ^ c]
+        return r
+
+    # -- windows --------------------------------------------------------------------------------
+
+    def unit_fingerprints(self, units: npt.ArrayLike) -> U64:
+        """``f`` of each unit's 8-byte string: the windows of width 1."""
+        words = np.ascontiguousarray(units, dtype=np.uint64)
+        out = np.empty(len(words), dtype=np.uint64)
+        self._t.unit_map.apply(words, out)
+        return out
+
+    def shingle_fingerprints(self, units: npt.ArrayLike, w: int | np.integer[Any]) -> U64:
+        """The fingerprint of every window of ``w`` consecutive units.
+
+        Element i equals ``fingerprint(units_to_bytes(units[i:i + w]))``; there are n − w + 1.
+        A document shorter than one shingle (0 < n < w) still gets one id, the fingerprint of all
+        its units, so short pages can be compared; an empty one gets none.
+
+        >>> rf = RabinFingerprinter.from_seed(1)
+        >>> u = np.array([1, 2, 3], dtype=np.uint64)
+        >>> fps = rf.shingle_fingerprints(u, 2)
+        >>> int(fps[1]) == rf.fingerprint(bytes(7) + b"\\x02" + bytes(7) + b"\\x03")
+        True
+        >>> len(rf.shingle_fingerprints(u, 5)), len(rf.shingle_fingerprints(u[:0], 5))
+        (1, 0)
+        """
+        if not isinstance(w, (int, np.integer)) or isinstance(w, bool) or w < 1:
+            raise ValueError(f"shingle width w must be a positive integer; got {w!r}")
+        w = int(w)
+        words = np.ascontiguousarray(units, dtype=np.uint64)
+        if words.ndim != 1:
+            raise ValueError(f"units must be a 1-d array; got shape {words.shape}")
+        n = len(words)
+        if n == 0:
+            return np.zeros(0, dtype=np.uint64)
+        w = min(w, n)  # a short document is one window of all its units
+        out = np.empty(n - w + 1, dtype=np.uint64)
+        # Blocks of windows keep each level of the doubling in cache; a block needs w − 1 more
+        # units than it has windows.
+        block = max(_BLOCK - (w - 1), _BLOCK // 2)
+        indexer = _Indexer(min(block, len(out)) + w - 1)
+        for start in range(0, len(out), block):
+            stop = min(start + block, len(out))
+            self._windows(words[start : stop + w - 1], w, out[start:stop], indexer)
+        return out
+
+    def _windows(self, words: U64, w: int, out: U64, indexer: _Indexer) -> None:
+        """Fingerprints of the len(words) − w + 1 windows of ``words``, written into ``out``.
+
+        Starts from the windows of one unit and follows :func:`_join_schedule`; every join
+        f(a‖b) = shift_|b|(f(a)) ^ f(b) is one linear map and one XOR over the whole block.
+        """
+        t = self._t
+        n = len(words)
+        schedule = _join_schedule(w)
+        if not schedule:
+            indexer.apply(t.unit_map, words, out)
+            return
+        levels = [np.empty(n, dtype=np.uint64)]
+        indexer.apply(t.unit_map, words, levels[0])
+        widths = [1]
+        for step, (head, tail) in enumerate(schedule):
+            width = widths[head] + widths[tail]
+            m = n - width + 1
+            joined = out if step == len(schedule) - 1 else np.empty(m, dtype=np.uint64)
+            indexer.apply(t.window_shift(widths[tail]), levels[head][:m], joined)
+            joined ^= levels[tail][widths[head] : widths[head] + m]
+            levels.append(joined)
+            widths.append(width)
+
+    # -- Option A -------------------------------------------------------------------------------
+
+    def labelled_ids(self, fps: npt.ArrayLike, labels: npt.ArrayLike) -> U64:
+        """Ids of labelled shingles (shingle, label): ``f(shingle) ⊗ f(label)`` in GF(2)[x]/P.
+
+        ``f(label)`` is the fingerprint of the label as an 8-byte big-endian string, and ⊗ the
+        product in the field GF(2)[x]/P. Why a product and not the fingerprint of
+        "shingle ‖ label": a Rabin fingerprint is linear, so f(s ‖ k) = f(s)·x^64 + f(k), and the
+        ids of the copies of one shingle would differ by the constant XOR f(k) ^ f(k'), the same
+        for every shingle. That is the dependence among the fingerprints of one shingle with
+        different labels the paper warns about (§4.3): a sketch would keep or drop a shingle's
+        copies together. Multiplying by f(label), a nonzero element of a field, is a bijection for
+        each label and mixes every bit of f(shingle) with every bit of f(label), so no fixed XOR
+        pattern links the copies.
+
+        >>> rf = RabinFingerprinter.from_seed(1)
+        >>> fps = np.array([5, 5, 9], dtype=np.uint64)
+        >>> ids = rf.labelled_ids(fps, occurrence_labels(fps))
+        >>> bool(ids[0] != ids[1])
+        True
+        """
+        values = np.ascontiguousarray(fps, dtype=np.uint64)
+        labs = np.asarray(labels)
+        if values.shape != labs.shape or values.ndim != 1:
+            raise ValueError(
+                f"fps and labels must be 1-d of equal length; got {values.shape} and {labs.shape}"
+            )
+        out = np.empty(len(values), dtype=np.uint64)
+        if len(values) == 0:
+            return out
+        if labs.dtype.kind not in "ui":
+            raise ValueError(f"labels must be integers; got dtype {labs.dtype}")
+        if int(labs.min()) < 1 or int(labs.max()) > self._t.mask:
+            raise ValueError(f"labels must lie in 1 .. 2^{self.bits} - 1")
+        if int(values.max()) > self._t.mask:
+            raise ValueError(f"fingerprints must be below 2^{self.bits}")
+        labs = labs.astype(np.uint64, copy=False)
+        top = int(labs.max())
+        # Most shingles occur once: map everything as label 1, then redo the others.
+        self._times_label(1).apply(values, out)
+        for label in range(2, min(top, _TABLED_LABELS) + 1):
+            where = np.flatnonzero(labs == label)
+            if len(where):
+                part = np.empty(len(where), dtype=np.uint64)
+                self._times_label(label).apply(np.ascontiguousarray(values[where]), part)
+                out[where] = part
+        if top > _TABLED_LABELS:
+            rest = np.flatnonzero(labs > _TABLED_LABELS)
+            out[rest] = self._multiply(values[rest], self.unit_fingerprints(labs[rest]))
+        return out
+
+    def _times_label(self, label: int) -> _LinearMap:
+        return self._t.times_constant(self.fingerprint(label.to_bytes(8, "big")))
+
+    def _multiply(self, a: U64, b: U64) -> U64:
+        """Elementwise product in GF(2)[x]/P, bit-serial over b (Horner, highest bit first)."""
+        p_low = np.uint64(self.polynomial & self._t.mask)
+        high = np.uint64(self.bits - 1)
+        keep = np.uint64(self._t.mask)
+        one = np.uint64(1)
+        acc = np.zeros(len(a), dtype=np.uint64)
+        for bit in range(self.bits - 1, -1, -1):
+            carry = (acc >> high) & one  # acc · x overflows into x^ℓ: reduce by P
+            acc = (acc << one) & keep
+            acc ^= p_low * carry
+            acc ^= a * ((b >> np.uint64(bit)) & one)
+        return acc
+
+
+@lru_cache(maxsize=128)
+def _join_schedule(w: int) -> tuple[tuple[int, int], ...]:
+    """How to build windows of width w from windows of width 1, as a binary method.
+
+    Arrays are numbered in creation order, 0 being the single units; step (head, tail) makes the
+    next array by joining each window of ``head`` with the window of ``tail`` that follows it.
+    Doubling gives widths 2, 4, 8, ...; the set bits of w are joined in as they are passed, so a
+    width costs floor(log2 w) + popcount(w) − 1 joins and the last step yields width w.
+
+    >>> _join_schedule(1), _join_schedule(4), _join_schedule(5)
+    ((), ((0, 0), (1, 1)), ((0, 0), (1, 1), (0, 2)))
+    """
+    steps: list[tuple[int, int]] = []
+    count = 1  # arrays made so far
+    level = 0  # the array holding windows of the current power of two
+    acc: int | None = None  # the array holding the low bits of w joined so far
+    remaining = w
+    while True:
+        if remaining & 1:
+            if acc is None:
+                acc = level
+            else:
+                steps.append((acc, level))
+                acc, count = count, count + 1
+        remaining >>= 1
+        if not remaining:
+            return tuple(steps)
+        steps.append((level, level))
+        level, count = count, count + 1
+
+
+def occurrence_labels(fps: npt.ArrayLike) -> U64:
+    """Each shingle's occurrence number 1, 2, 3, ... in order of appearance (Option A, §2).
+
+    Shingles are identified by their fingerprints. A stable sort groups equal values while
+    keeping their original order, so the rank inside a group is the occurrence number.
+
+    >>> occurrence_labels([7, 3, 7, 7, 3]).tolist()
+    [1, 1, 2, 3, 2]
+    """
+    values = np.asarray(fps, dtype=np.uint64)
+    n = len(values)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    plain = np.sort(values)  # an unstable sort is several times cheaper than a stable argsort
+    if not (plain[1:] == plain[:-1]).any():
+        return np.ones(n, dtype=np.uint64)  # no repeats: every shingle is its first occurrence
+    labels = np.empty(n, dtype=np.uint64)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    positions = np.arange(n, dtype=np.int64)
+    group_start = np.where(np.r_[True, ordered[1:] != ordered[:-1]], positions, 0)
+    np.maximum.accumulate(group_start, out=group_start)
+    labels[order] = (positions - group_start + 1).astype(np.uint64)
+    return labels

@@ -1,0 +1,127 @@
+"""Fixed-width units (§4.3): the vectorised cutter against a plain per-token reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dedup.units import UNIT_BYTES, to_units, units_to_bytes
+
+
+def slow_units(tokens: list[str]) -> list[int]:
+    """The definition, one token and one chunk at a time."""
+    out = []
+    for token in tokens:
+        data = token.encode("utf-8")
+        for i in range(0, len(data), UNIT_BYTES):
+            out.append(int.from_bytes(data[i : i + UNIT_BYTES].ljust(UNIT_BYTES, b"\0"), "big"))
+    return out
+
+
+def padded(tokens: list[str]) -> bytes:
+    parts = []
+    for token in tokens:
+        data = token.encode("utf-8")
+        size = -(-len(data) // UNIT_BYTES) * UNIT_BYTES
+        parts.append(data.ljust(size, b"\0"))
+    return b"".join(parts)
+
+
+# Any non-empty text without NUL (surrogates cannot be encoded, so they are excluded too).
+tokens_strategy = st.lists(
+    st.text(
+        alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\x00"),
+        min_size=1,
+        max_size=30,
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300)
+@given(tokens_strategy)
+def test_matches_reference(tokens: list[str]) -> None:
+    units = to_units(tokens)
+    assert units.dtype == np.uint64
+    assert units.tolist() == slow_units(tokens)
+    assert units_to_bytes(units) == padded(tokens)
+
+
+@given(st.lists(st.sampled_from(["é", "日本", "😀", "a", "ab", "abcdefg", "€uro"]), max_size=50))
+def test_multibyte_characters_split_across_units(tokens: list[str]) -> None:
+    assert to_units(tokens).tolist() == slow_units(tokens)
+
+
+@pytest.mark.parametrize(
+    ("token", "expected"),
+    [
+        ("a", [b"a\0\0\0\0\0\0\0"]),
+        ("rosebuds", [b"rosebuds"]),  # exactly 8 bytes: one unit, no padding
+        ("rosebuds!", [b"rosebuds", b"!\0\0\0\0\0\0\0"]),  # 9 bytes: two units
+        ("abcdefgé", [b"abcdefg\xc3", b"\xa9\0\0\0\0\0\0\0"]),  # é cut after its first byte
+        ("abcdef😀", [b"abcdef\xf0\x9f", b"\x98\x80\0\0\0\0\0\0"]),  # emoji cut in half
+        ("日本語", [b"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa", b"\x9e\0\0\0\0\0\0\0"]),
+        ("x" * 16, [b"x" * 8, b"x" * 8]),
+    ],
+)
+def test_cutting_and_padding(token: str, expected: list[bytes]) -> None:
+    units = to_units([token, "z"])
+    assert [int(u).to_bytes(8, "big") for u in units] == [*expected, b"z\0\0\0\0\0\0\0"]
+
+
+def test_big_endian_reading() -> None:
+    assert int(to_units(["\x01"])[0]) == 1 << 56
+    assert int(to_units(["\x01\x02\x03\x04\x05\x06\x07\x08"])[0]) == 0x0102030405060708
+
+
+def test_distinct_tokens_give_distinct_unit_strings() -> None:
+    # Padding with NUL is safe only because tokens never contain NUL: "a" and "a\0" would collide.
+    tokens = ["a", "aa", "aaaaaaaa", "aaaaaaaaa", "b"]
+    seen = {units_to_bytes(to_units([t])) for t in tokens}
+    assert len(seen) == len(tokens)
+
+
+def test_empty_stream() -> None:
+    units = to_units([])
+    assert units.dtype == np.uint64 and units.shape == (0,)
+    assert units_to_bytes(units) == b""
+
+
+@pytest.mark.parametrize(
+    ("tokens", "message"),
+    [
+        ([""], "token 0 is empty"),
+        (["a", "", "b"], "token 1 is empty"),
+        (["a", "b", ""], "token 2 is empty"),
+        (["a", "b\x00c"], "token 1 contains a NUL"),
+        (["\x00"], "token 0 contains a NUL"),
+        (["", "\x00"], "token 0 is empty"),
+    ],
+)
+def test_rejects_bad_tokens(tokens: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        to_units(tokens)
+
+
+def test_rejects_a_bare_string() -> None:
+    with pytest.raises(TypeError, match="not a single str"):
+        to_units("rose")
+
+
+def test_accepts_any_sequence() -> None:
+    assert to_units(("a", "rose")).tolist() == to_units(["a", "rose"]).tolist()
+
+
+def test_long_stream_with_mixed_lengths() -> None:
+    rng = np.random.default_rng(5)
+    alphabet = list("abcdefghijklmnopqrstuvwxyzé日😀")
+    tokens = ["".join(rng.choice(alphabet, size=int(k))) for k in rng.integers(1, 25, size=5000)]
+    assert to_units(tokens).tolist() == slow_units(tokens)
+
+
+def test_units_to_bytes_accepts_lists_and_strided_arrays() -> None:
+    units = np.array([1, 2, 3, 4], dtype=np.uint64)
+    assert units_to_bytes(units[::2]) == (1).to_bytes(8, "big") + (3).to_bytes(8, "big")
+    assert units_to_bytes([2**64 - 1]) == b"\xff" * 8

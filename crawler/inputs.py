@@ -98,5 +98,5 @@ def read_store(path: str | Path) -> Iterator[SourceDocument]:
     if not Path(path).is_dir():
         raise InputError(f"no store at {path}")
     with Store.open(path, readonly=True) as store:
-        for url, _status, _headers, body in store.iter_pages():
-            yield SourceDocument(url, "html", body)
+        for page in store.iter_pages():
+            yield SourceDocument(page.url, "html", page.body)

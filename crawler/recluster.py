@@ -131,7 +131,6 @@ def recluster(
     with _index_directory(index_dir) as directory, Store.open(directory, params) as store:
         clusterer = GreedyClusterer(store.index, dedup, cap=cap)
         stream = sketched(sources, params, dedup.canonicaliser, jobs)
-        doc_id = _first_free_doc_id(store)
         while True:
             chunk = list(islice(stream, BATCH))
             if not chunk:
@@ -142,8 +141,8 @@ def recluster(
                     if doc.sketch is None:
                         result.skipped[doc.skip_reason or "unknown"] += 1
                         continue
-                    assignment = clusterer.assign(doc_id, doc.sketch, doc.content_hash)
-                    doc_id += 1
+                    assignment = clusterer.assign(store.next_doc_id(), doc.sketch,
+                                                  doc.content_hash)
                     result.summary.add(assignment)
                     lines.append(_line(doc.id, assignment))
                     if on_progress:
@@ -165,10 +164,6 @@ def _line(doc_id: str, a: Assignment) -> str:
         "decision": a.decision.kind,
     }
     return json.dumps(record, ensure_ascii=False) + "\n"
-
-
-def _first_free_doc_id(store: Any) -> int:
-    return int(store.next_doc_id()) if hasattr(store, "next_doc_id") else 0
 
 
 class _index_directory:

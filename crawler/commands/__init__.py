@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from crawler.commands import compare, curve
+from crawler.commands import compare, curve, recluster, verify
 
 COMMANDS: dict[str, ModuleType] = {
+    "recluster": recluster,
+    "verify": verify,
     "compare": compare,
     "curve": curve,
 }

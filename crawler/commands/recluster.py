@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = recluster(
             _sources(args), config.sketch, config.dedup, out=handle, index_dir=args.index,
-            jobs=args.jobs, cap=args.cap, on_progress=progress if bar else None,
+            jobs=args.jobs, cap=args.cap, on_progress=progress if bar is not None else None,
         )
     except InputError as exc:
         raise UserError(str(exc)) from None

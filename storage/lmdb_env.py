@@ -1,0 +1,292 @@
+"""The one LMDB environment of a store, and the transactions every other module goes through.
+
+Three rules from LMDB shape this module (see ``reference/style-anchors.md`` §3):
+
+* **One environment per path per process.** Opening the same files twice breaks LMDB's locks,
+  so :func:`acquire` hands out a shared handle, counted, keyed by the directory's device and
+  inode (a second path to the same directory finds the same handle).
+* **Map growth replays the batch.** The map starts small; when a write transaction hits
+  ``MapFullError`` the transaction is dead. :class:`Transactions` keeps every write of the open
+  batch as data (database, key, value), so it can abort, double the map and replay them all in
+  a new transaction: nothing the caller wrote is lost and the caller never sees the error.
+* **Readers adopt a grown map.** A process whose map is smaller than the file another process
+  grew gets ``MapResizedError`` when it begins a transaction; ``set_mapsize(0)`` adopts the new
+  size and the transaction is begun again.
+
+Keys are fixed-width big-endian integers (``>Q``), so byte order is numeric order and a dupsort
+database's duplicates come out in ascending id order.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmdb
+
+#: a named database's handle (py-lmdb's type, public only in its stubs)
+Database = lmdb._Database
+
+#: the named databases and their (persistent, immutable) flags
+DATABASES: dict[str, dict[str, bool]] = {
+    "meta": {},
+    # fingerprint → cluster ids whose representative holds it
+    "fp_clusters": {"dupsort": True, "dupfixed": True},
+    # cluster id → first doc, size, identical flag, representative sketch
+    "clusters": {},
+    # cluster id → member doc ids
+    "members": {"dupsort": True, "dupfixed": True},
+    # cluster id ‖ sequence number → one member's sketch values (the "popular" rule)
+    "member_fps": {},
+    # content hash → first doc id ‖ its cluster id
+    "hashes": {},
+    # doc id → DocumentRecord bytes
+    "docs": {},
+    # doc id → cluster id
+    "doc_clusters": {},
+    # doc id → sketch bytes
+    "sketches": {},
+}
+
+#: the widest key any database uses (cluster id ‖ sequence number in member_fps)
+WIDEST_KEY = 16
+
+_ID = struct.Struct(">Q")
+_MAX_ATTEMPTS = 64
+
+
+def pack_id(value: int) -> bytes:
+    """An id or fingerprint as its 8-byte big-endian key.
+
+    >>> pack_id(258).hex()
+    '0000000000000102'
+    """
+    return _ID.pack(value)
+
+
+def unpack_id(data: bytes | memoryview) -> int:
+    return int(_ID.unpack(data)[0])
+
+
+@dataclass
+class Shared:
+    """An open environment and its database handles, shared by every store object on it."""
+
+    env: lmdb.Environment
+    dbs: dict[str, Database]
+    readonly: bool
+    users: int
+
+
+_OPEN: dict[tuple[int, int], Shared] = {}
+
+
+def acquire(directory: Path, *, readonly: bool, map_size: int) -> Shared:
+    """The process's environment for ``directory``, opened on first use.
+
+    The database handles are opened once, with the environment: opening one later needs a
+    transaction, which would wait on this very process's open write batch. A read-only user
+    may share a writable environment; a writer may not share a read-only one (``ValueError``:
+    close the readers first).
+    """
+    if not readonly:
+        directory.mkdir(parents=True, exist_ok=True)
+    st = os.stat(directory)
+    key = (st.st_dev, st.st_ino)
+    shared = _OPEN.get(key)
+    if shared is not None:
+        if shared.readonly and not readonly:
+            raise ValueError(
+                f"{directory} is open read-only in this process; close it before writing"
+            )
+        shared.users += 1
+        return shared
+    env = lmdb.open(
+        str(directory),
+        map_size=map_size,
+        max_dbs=len(DATABASES),
+        readonly=readonly,
+        subdir=True,
+        lock=True,
+        sync=True,
+        metasync=True,
+        writemap=False,
+    )
+    try:
+        if env.max_key_size() < WIDEST_KEY:
+            raise RuntimeError(f"LMDB max_key_size {env.max_key_size()} < {WIDEST_KEY} bytes")
+        if not readonly:
+            env.reader_check()  # free reader slots left by killed processes
+        dbs = {
+            name: env.open_db(
+                name.encode(),
+                create=not readonly,
+                dupsort=flags.get("dupsort", False),
+                dupfixed=flags.get("dupfixed", False),
+            )
+            for name, flags in DATABASES.items()
+        }
+    except BaseException:
+        env.close()
+        raise
+    shared = _OPEN[key] = Shared(env, dbs, readonly, 1)
+    return shared
+
+
+def release(shared: Shared) -> None:
+    """Drop one user; the last one syncs (if writable) and closes the environment."""
+    shared.users -= 1
+    if shared.users > 0:
+        return
+    for key, value in list(_OPEN.items()):
+        if value is shared:
+            del _OPEN[key]
+    if not shared.readonly:
+        shared.env.sync(True)
+    shared.env.close()
+
+
+def begin(env: lmdb.Environment, *, write: bool = False) -> tuple[lmdb.Transaction, int]:
+    """``env.begin``, adopting a map another process grew; also says how many times it did.
+
+    ``MapResizedError`` means the file outgrew this process's map; ``set_mapsize(0)`` adopts
+    the size the other process committed, and the transaction is begun again.
+    """
+    for adopted in range(_MAX_ATTEMPTS):
+        try:
+            return env.begin(write=write), adopted
+        except lmdb.MapResizedError:
+            env.set_mapsize(0)
+    raise RuntimeError("the LMDB map kept being resized while beginning a transaction")
+
+
+# One write, as data, so that a batch can be replayed after the map grows.
+_Op = tuple[bool, str, bytes, bytes]  # (is_put, database, key, value)
+
+
+class Transactions:
+    """Reads and batched writes on one environment.
+
+    Outside a batch every read gets its own short read transaction (long-lived readers make
+    LMDB's file grow without bound). Inside a batch reads go through the batch's write
+    transaction, so a batch sees its own uncommitted writes.
+    """
+
+    def __init__(self, env: lmdb.Environment, dbs: dict[str, Database]) -> None:
+        self.env = env
+        self.dbs = dbs
+        #: how many times the map was doubled
+        self.growths = 0
+        #: how many times a map grown by another process was adopted
+        self.resizes_adopted = 0
+        self._txn: lmdb.Transaction | None = None
+        self._ops: list[_Op] = []
+
+    @property
+    def in_batch(self) -> bool:
+        return self._txn is not None
+
+    @contextmanager
+    def read(self) -> Iterator[lmdb.Transaction]:
+        if self._txn is not None:
+            yield self._txn
+            return
+        txn = self._begin(write=False)
+        try:
+            yield txn
+        finally:
+            txn.abort()
+
+    def get(self, db: str, key: bytes) -> bytes | None:
+        with self.read() as txn:
+            value = txn.get(key, db=self.dbs[db])
+        return None if value is None else bytes(value)
+
+    # --- the write batch --------------------------------------------------------------------
+
+    def begin_batch(self) -> None:
+        if self._txn is not None:
+            raise RuntimeError("a batch is already open; batches do not nest")
+        self._ops = []
+        self._txn = self._begin(write=True)
+
+    def put(self, db: str, key: bytes, value: bytes) -> None:
+        """Write ``key → value`` (for a dupsort database: add the pair)."""
+        self._write((True, db, key, value))
+
+    def delete(self, db: str, key: bytes, value: bytes = b"") -> None:
+        """Delete ``key`` (for a dupsort database with ``value``: only that pair)."""
+        self._write((False, db, key, value))
+
+    def commit(self) -> None:
+        """Commit the batch, growing the map and replaying it as often as needed."""
+        while True:
+            txn = self._require_batch()
+            try:
+                txn.commit()
+                break
+            except lmdb.MapFullError:
+                self._txn = None  # a failed commit frees the transaction
+                self._grow_and_replay()
+        self._txn = None
+        self._ops = []
+
+    def abort(self) -> None:
+        if self._txn is not None:
+            self._txn.abort()
+        self._txn = None
+        self._ops = []
+
+    def _begin(self, *, write: bool) -> lmdb.Transaction:
+        txn, adopted = begin(self.env, write=write)
+        self.resizes_adopted += adopted
+        return txn
+
+    def _require_batch(self) -> lmdb.Transaction:
+        if self._txn is None:
+            raise RuntimeError("writing to the store needs a batch: `with store.batch(): ...`")
+        return self._txn
+
+    def _write(self, op: _Op) -> None:
+        txn = self._require_batch()
+        self._ops.append(op)
+        try:
+            self._apply(txn, op)
+        except lmdb.MapFullError:
+            self._grow_and_replay()
+
+    def _apply(self, txn: lmdb.Transaction, op: _Op) -> None:
+        is_put, db, key, value = op
+        if is_put:
+            txn.put(key, value, db=self.dbs[db])
+        else:
+            txn.delete(key, value, db=self.dbs[db])
+
+    def _grow_and_replay(self) -> None:
+        """Abort, double the map, and redo every write of the batch in a new transaction."""
+        while True:
+            if self._txn is not None:
+                self._txn.abort()
+                self._txn = None
+            self.env.set_mapsize(self.env.info()["map_size"] * 2)
+            self.growths += 1
+            txn = self._begin(write=True)
+            self._txn = txn
+            try:
+                for op in self._ops:
+                    self._apply(txn, op)
+                return
+            except lmdb.MapFullError:
+                continue
+
+    # --- sizes ------------------------------------------------------------------------------
+
+    def sizes(self) -> dict[str, int]:
+        """The map size and the bytes in use (``(last_pgno + 1) · page size``)."""
+        info = self.env.info()
+        psize = self.env.stat()["psize"]
+        return {"map_size": info["map_size"], "used_bytes": (info["last_pgno"] + 1) * psize}

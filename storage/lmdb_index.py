@@ -1,0 +1,247 @@
+"""The greedy-clustering index (:class:`dedup.index.ClusterIndex`) kept in LMDB.
+
+Same answers as :class:`dedup.memory_index.MemoryIndex` for the same calls (a test replays one
+sequence on both), but on disk, shared by crawl restarts, and bigger than memory. Databases
+(see :data:`storage.lmdb_env.DATABASES`):
+
+* ``fp_clusters`` (dupsort, dupfixed): fingerprint → the clusters whose representative holds
+  it. Duplicates sort by their big-endian bytes, i.e. by cluster id, so the ``cap`` lowest
+  clusters of a boilerplate fingerprint are the first ``cap`` duplicates of its key;
+* ``clusters``: cluster id → first doc, size, identical flag, representative sketch;
+* ``members`` (dupsort): cluster id → its documents; ``doc_clusters``: the reverse;
+* ``member_fps``: cluster id ‖ n → the n-th recorded member sketch's values ("popular" rule);
+* ``hashes``: content hash → first doc id ‖ its cluster id.
+
+Every write goes through the store's current batch (:class:`storage.lmdb_env.Transactions`), so
+the caller decides when to commit, and reads inside a batch see the batch's own writes.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+import numpy as np
+
+from dedup.index import Candidates, ClusterInfo
+from dedup.sketches import Sketch, sketch_from_bytes
+from storage.lmdb_env import Transactions, pack_id, unpack_id
+
+_CLUSTER = struct.Struct(">QQB")  # first doc, size, identical; the sketch bytes follow
+_EXACT = struct.Struct(">QQ")  # doc id, cluster id
+_NEXT_CLUSTER = b"next_cluster_id"
+_MAX_ID = 2**63 - 1
+_CHUNK = 1024
+
+
+class LmdbIndex:
+    """The cluster index of one store; get it as ``store.index``."""
+
+    def __init__(self, txns: Transactions) -> None:
+        self._t = txns
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def candidates(self, fingerprints: np.ndarray, cap: int) -> Candidates:
+        """Clusters whose representative holds any of the (distinct) ``fingerprints``.
+
+        One cursor walk in ascending fingerprint order; for each key at most ``cap``
+        duplicates are read, and ``count()`` (a constant-time lookup in LMDB's nested tree)
+        tells whether more were left.
+        """
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ValueError(f"cap must be a positive integer; got {cap!r}")
+        keys = np.unique(np.asarray(fingerprints, dtype=np.uint64)).astype(">u8").tobytes()
+        shared: dict[int, int] = {}
+        capped = 0
+        with self._t.read() as txn:
+            cursor = txn.cursor(db=self._t.dbs["fp_clusters"])
+            for start in range(0, len(keys), 8):
+                if not cursor.set_key(keys[start : start + 8]):
+                    continue
+                count = cursor.count()
+                if count > cap:
+                    capped += 1
+                take = min(count, cap)
+                for taken, value in enumerate(cursor.iternext_dup(), start=1):
+                    cluster_id = unpack_id(value)
+                    shared[cluster_id] = shared.get(cluster_id, 0) + 1
+                    if taken >= take:
+                        break
+        return Candidates(shared=shared, capped=capped)
+
+    def representative(self, cluster_id: int) -> Sketch:
+        return self._read_cluster_raw(cluster_id)[1]
+
+    def cluster(self, cluster_id: int) -> ClusterInfo:
+        return _parse_info(cluster_id, self._cluster_value(cluster_id))
+
+    def member_fingerprints(self, cluster_id: int) -> np.ndarray:
+        self._cluster_value(cluster_id)
+        prefix = pack_id(cluster_id)
+        parts: list[np.ndarray] = []
+        with self._t.read() as txn:
+            cursor = txn.cursor(db=self._t.dbs["member_fps"])
+            if cursor.set_range(prefix):
+                for key, value in cursor:
+                    if key[:8] != prefix:
+                        break
+                    parts.append(np.frombuffer(value, dtype=">u8").astype(np.uint64))
+        if not parts:
+            return np.empty(0, dtype=np.uint64)
+        return np.concatenate(parts)
+
+    def find_exact(self, content_hash: int) -> tuple[int, int] | None:
+        value = self._t.get("hashes", pack_id(content_hash))
+        if value is None:
+            return None
+        doc_id, cluster_id = _EXACT.unpack(value)
+        return int(doc_id), int(cluster_id)
+
+    def cluster_of(self, doc_id: int) -> int | None:
+        value = self._t.get("doc_clusters", pack_id(doc_id))
+        return None if value is None else unpack_id(value)
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def new_cluster(self, doc_id: int, sketch: Sketch) -> int:
+        """Start a cluster with ``doc_id`` as first member; ids are 0, 1, 2, … in order."""
+        _check_id("doc_id", doc_id)
+        self._check_new_doc(doc_id)
+        counter = self._t.get("meta", _NEXT_CLUSTER)
+        cluster_id = 0 if counter is None else unpack_id(counter)
+        key = pack_id(cluster_id)
+        self._t.put("meta", _NEXT_CLUSTER, pack_id(cluster_id + 1))
+        self._t.put("clusters", key, _CLUSTER.pack(doc_id, 1, 1) + sketch.to_bytes())
+        self._t.put("members", key, pack_id(doc_id))
+        self._t.put("doc_clusters", pack_id(doc_id), key)
+        for fp in _distinct(sketch):
+            self._t.put("fp_clusters", pack_id(fp), key)
+        return cluster_id
+
+    def add_member(self, cluster_id: int, doc_id: int, identical: bool) -> None:
+        _check_id("doc_id", doc_id)
+        value = self._cluster_value(cluster_id)
+        info, raw = _parse_info(cluster_id, value), value[_CLUSTER.size :]
+        self._check_new_doc(doc_id)
+        key = pack_id(cluster_id)
+        head = _CLUSTER.pack(info.first_doc, info.size + 1, info.identical and bool(identical))
+        self._t.put("clusters", key, head + raw)
+        self._t.put("members", key, pack_id(doc_id))
+        self._t.put("doc_clusters", pack_id(doc_id), key)
+
+    def set_representative(self, cluster_id: int, sketch: Sketch) -> None:
+        """Replace the representative; only the fingerprints that changed are re-indexed."""
+        info, old, _ = self._read_cluster_raw(cluster_id)
+        key = pack_id(cluster_id)
+        before, after = set(_distinct(old)), set(_distinct(sketch))
+        for fp in sorted(before - after):
+            self._t.delete("fp_clusters", pack_id(fp), key)
+        for fp in sorted(after - before):
+            self._t.put("fp_clusters", pack_id(fp), key)
+        head = _CLUSTER.pack(info.first_doc, info.size, info.identical)
+        self._t.put("clusters", key, head + sketch.to_bytes())
+
+    def record_member_sketch(self, cluster_id: int, sketch: Sketch) -> None:
+        self._cluster_value(cluster_id)
+        prefix = pack_id(cluster_id)
+        with self._t.read() as txn:
+            cursor = txn.cursor(db=self._t.dbs["member_fps"])
+            # the last key of this cluster is just before the first key of the next one
+            if cursor.set_range(pack_id(cluster_id + 1)):
+                found = cursor.prev()
+            else:
+                found = cursor.last()
+            last = bytes(cursor.key()) if found else b""
+        seq = unpack_id(last[8:]) + 1 if last[:8] == prefix else 0
+        values = np.asarray(sketch.values, dtype=np.uint64).astype(">u8").tobytes()
+        self._t.put("member_fps", prefix + pack_id(seq), values)
+
+    def add_exact(self, content_hash: int, doc_id: int, cluster_id: int) -> None:
+        """Remember the first document with this content hash; later calls keep the first."""
+        self._cluster_value(cluster_id)
+        key = pack_id(content_hash)
+        if self._t.get("hashes", key) is None:
+            self._t.put("hashes", key, _EXACT.pack(doc_id, cluster_id))
+
+    # --- beyond the protocol: inspection ----------------------------------------------------
+
+    def __len__(self) -> int:
+        """The number of clusters."""
+        with self._t.read() as txn:
+            return int(txn.stat(self._t.dbs["clusters"])["entries"])
+
+    def clusters(self) -> Iterator[ClusterInfo]:
+        """Every cluster in id order, read in short transactions of a thousand or so."""
+        start = 0
+        while True:
+            chunk: list[ClusterInfo] = []
+            with self._t.read() as txn:
+                cursor = txn.cursor(db=self._t.dbs["clusters"])
+                if cursor.set_range(pack_id(start)):
+                    for key, value in cursor:
+                        chunk.append(_parse_info(unpack_id(key), value))
+                        if len(chunk) >= _CHUNK:
+                            break
+            yield from chunk
+            if len(chunk) < _CHUNK:
+                return
+            start = chunk[-1].cluster_id + 1
+
+    def members(self, cluster_id: int) -> list[int]:
+        """The documents of a cluster in id order (the first member included)."""
+        with self._t.read() as txn:
+            cursor = txn.cursor(db=self._t.dbs["members"])
+            if not cursor.set_key(pack_id(cluster_id)):
+                return []
+            return [unpack_id(v) for v in cursor.iternext_dup()]
+
+    def postings(self, fingerprint: int) -> list[int]:
+        """The clusters whose representative holds ``fingerprint``, sorted."""
+        with self._t.read() as txn:
+            cursor = txn.cursor(db=self._t.dbs["fp_clusters"])
+            if not cursor.set_key(pack_id(int(fingerprint))):
+                return []
+            return [unpack_id(v) for v in cursor.iternext_dup()]
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _cluster_value(self, cluster_id: int) -> bytes:
+        value = None
+        if 0 <= cluster_id <= _MAX_ID:
+            value = self._t.get("clusters", pack_id(cluster_id))
+        if value is None:
+            raise KeyError(f"no cluster {cluster_id}")
+        return value
+
+    def _read_cluster_raw(self, cluster_id: int) -> tuple[ClusterInfo, Sketch, bytes]:
+        value = self._cluster_value(cluster_id)
+        raw = value[_CLUSTER.size :]
+        return _parse_info(cluster_id, value), sketch_from_bytes(raw), raw
+
+    def _check_new_doc(self, doc_id: int) -> None:
+        cluster_id = self.cluster_of(doc_id)
+        if cluster_id is not None:
+            raise ValueError(f"document {doc_id} is already in cluster {cluster_id}")
+
+
+def parse_cluster(cluster_id: int, value: bytes | memoryview) -> tuple[ClusterInfo, Sketch]:
+    """A ``clusters`` value as its info and representative (for readers such as verify)."""
+    return _parse_info(cluster_id, value), sketch_from_bytes(bytes(value)[_CLUSTER.size :])
+
+
+def _parse_info(cluster_id: int, value: bytes | memoryview) -> ClusterInfo:
+    first, size, identical = _CLUSTER.unpack_from(value)
+    return ClusterInfo(cluster_id, int(first), int(size), bool(identical))
+
+
+def _distinct(sketch: Sketch) -> list[int]:
+    """A sketch's fingerprints without repeats (a permutation card may repeat one)."""
+    return np.unique(sketch.values).tolist()  # type: ignore[no-any-return]
+
+
+def _check_id(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer; got {value!r}")
+    if not 0 <= value <= _MAX_ID:
+        raise ValueError(f"{name} must be in [0, 2**63); got {value}")

@@ -1,0 +1,166 @@
+"""The dedup log: one JSON object per decision, one file per run, in the store's ``logs/``.
+
+Every page gets a line, dropped ones too, so "why was this page dropped?" can be answered after
+the crawl (``neardup log``, ``neardup explain``). Lines are flushed as they are written, so a
+crashed run leaves a log up to its last decision; a line cut by the crash is skipped on reading.
+
+The log is written as decisions are made, before the batch that stores them commits: after a
+crash its last lines may name documents the store does not have. The store is the record of
+what was kept; the log is the record of what was decided.
+
+>>> import tempfile
+>>> with tempfile.TemporaryDirectory() as d:
+...     with DedupLog(d, run_id="run-1") as log:
+...         _ = log.write("http://a.test/", "kept", doc_id=0, cluster_id=0, tokens=120)
+...     [(e["run"], e["url"], e["decision"], e["reason"]) for e in read_log(d)]
+[('run-1', 'http://a.test/', 'kept', None)]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time as _time
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+#: the keys every line has (None where not computed), in the order they are written
+FIELDS = (
+    "time",
+    "url",
+    "decision",
+    "reason",
+    "doc_id",
+    "cluster_id",
+    "duplicate_of",
+    "resemblance",
+    "containment",
+    "tokens",
+    "shingles",
+)
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def new_run_id() -> str:
+    """A run id that sorts by start time and differs between processes, e.g.
+    ``20250102T030405Z-1234``."""
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{os.getpid()}"
+
+
+class DedupLog:
+    """Appends decisions to ``<directory>/<run_id>.jsonl``."""
+
+    def __init__(self, directory: str | os.PathLike[str], run_id: str | None = None) -> None:
+        run_id = new_run_id() if run_id is None else run_id
+        if not _RUN_ID.match(run_id):
+            raise ValueError(
+                f"run id must be letters, digits, '.', '_' or '-' (a file name); got {run_id!r}"
+            )
+        self.run_id = run_id
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / f"{run_id}.jsonl"
+        self._out = open(self.path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
+
+    def write(
+        self,
+        url: str,
+        decision: str,
+        *,
+        reason: str | None = None,
+        doc_id: int | None = None,
+        cluster_id: int | None = None,
+        duplicate_of: str | None = None,
+        resemblance: float | None = None,
+        containment: float | None = None,
+        tokens: int | None = None,
+        shingles: int | None = None,
+        time: float | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """Append one decision and flush it; return the object written.
+
+        ``duplicate_of`` is the URL of the page this one matched. Keyword arguments beyond the
+        contract's keys are written too (after them), e.g. ``matches`` or ``sample_size``.
+        """
+        entry: dict[str, Any] = {
+            "time": _time.time() if time is None else time,
+            "url": url,
+            "decision": decision,
+            "reason": reason,
+            "doc_id": doc_id,
+            "cluster_id": cluster_id,
+            "duplicate_of": duplicate_of,
+            "resemblance": resemblance,
+            "containment": containment,
+            "tokens": tokens,
+            "shingles": shingles,
+        }
+        if "run" in extra:
+            raise ValueError("log field 'run' is reserved: read_log adds the run id")
+        entry.update(extra)
+        self._out.write(json.dumps(entry, ensure_ascii=False, default=_plain) + "\n")
+        self._out.flush()
+        return entry
+
+    def close(self) -> None:
+        if not self._out.closed:
+            self._out.flush()
+            os.fsync(self._out.fileno())
+            self._out.close()
+
+    def __enter__(self) -> DedupLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def list_runs(directory: str | os.PathLike[str]) -> list[str]:
+    """The run ids with a log in ``directory``, oldest first (run ids sort by start time)."""
+    path = Path(directory)
+    if not path.is_dir():
+        return []
+    return sorted(p.stem for p in path.glob("*.jsonl"))
+
+
+def read_log(
+    directory: str | os.PathLike[str], runs: Iterable[str] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Every logged decision of ``runs`` (default: all runs, oldest first), in written order.
+
+    Each object gets a ``run`` key. A last line without its newline (cut by a crash) is
+    skipped; any other line that is not a JSON object is a ``ValueError`` naming file and line.
+    """
+    for run in list_runs(directory) if runs is None else runs:
+        path = Path(directory) / f"{run}.jsonl"
+        with open(path, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                if not line.endswith("\n"):
+                    break  # the run was killed while writing this line
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    entry = None
+                if not isinstance(entry, dict):
+                    raise ValueError(f"{path}:{number}: not a JSON object")
+                entry["run"] = run
+                yield entry
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars (and anything else with ``.item()``) as plain JSON numbers."""
+    item = getattr(value, "item", None)
+    if callable(item):
+        return item()
+    raise TypeError(f"cannot write a {type(value).__name__} to the dedup log")

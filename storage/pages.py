@@ -1,0 +1,311 @@
+"""The page store: kept pages as WARC ``response`` records, one gzip member per record.
+
+Files are ``pages/pages-00001.warc.gz``, ``pages-00002.warc.gz``, …; a new one starts when the
+current one has reached ``max_bytes``. Each file opens with a ``warcinfo`` record, and every
+page is a ``response`` record holding the HTTP status line, headers and body as the server sent
+them, so ``warcio``, ``zcat`` or any WARC tool reads the files, and any record can be cut out by
+its byte range (:class:`~storage.records.PageLocation`) and read on its own.
+
+**What is committed.** The store's LMDB ``meta`` holds the *committed position*: the current
+file's number and the end of its last committed record. Everything before it is referenced by
+committed documents; anything after it (a tail of the current file, or whole later files) was
+written by a batch that never committed and is removed by :meth:`PageStore.restore_committed`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime, timezone
+from http import HTTPStatus
+from io import BytesIO
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+from warcio.archiveiterator import ArchiveIterator
+from warcio.limitreader import LimitReader
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.timeutils import datetime_to_iso_date
+from warcio.warcwriter import WARCWriter
+
+from storage.errors import PageReadError
+from storage.records import PageLocation, warc_name, warc_number
+
+HeadersLike = Mapping[str, str] | Iterable[tuple[str, str]]
+
+
+class WarcPosition(NamedTuple):
+    """The committed end: file number (0 before the first page) and byte offset in it."""
+
+    file: int
+    end: int
+
+
+class Page(NamedTuple):
+    url: str
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+class ScannedRecord(NamedTuple):
+    """One record found by reading a WARC file from the start (for integrity checks)."""
+
+    offset: int
+    length: int
+    type: str
+    url: str | None
+
+
+class PageStore:
+    """Appends pages to the current WARC file and reads any stored page back.
+
+    The writer side is driven by the store's batch: :meth:`append` while the batch runs,
+    :meth:`flush` (fsync) before the LMDB commit, :meth:`mark_committed` after it, or
+    :meth:`rollback` when the batch fails.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        committed: WarcPosition,
+        *,
+        max_bytes: int = 1 << 30,
+        writable: bool = False,
+    ) -> None:
+        if max_bytes < 1:
+            raise ValueError(f"warc_max_bytes must be a positive number of bytes; got {max_bytes}")
+        self.directory = directory
+        self.max_bytes = max_bytes
+        self.writable = writable
+        self._committed = committed
+        self._number = committed.file
+        self._out: BinaryIO | None = None
+        self._writer: WARCWriter | None = None
+        self._unsynced = False
+        self._new_files = False
+        self._started_at = 0
+        self._readers: dict[int, BinaryIO] = {}
+        #: set by the store while a batch is open: pages outside a batch would never commit
+        self.in_batch = False
+
+    @property
+    def committed(self) -> WarcPosition:
+        return self._committed
+
+    def files(self) -> list[tuple[int, Path]]:
+        """The page-store WARC files present, by number."""
+        if not self.directory.is_dir():
+            return []
+        found = []
+        for path in self.directory.iterdir():
+            number = warc_number(path.name)
+            if number is not None:
+                found.append((number, path))
+        return sorted(found)
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def append(
+        self,
+        url: str,
+        status: int,
+        headers: HeadersLike,
+        body: bytes,
+        *,
+        reason: str | None = None,
+        time: float | None = None,
+    ) -> PageLocation:
+        """Write one page as a WARC ``response`` record; return where it is.
+
+        ``reason`` is the status line's phrase (default: the standard one for ``status``);
+        ``time`` the fetch time (seconds since the epoch; default: now). The body is stored as
+        given, so it should be what the headers describe.
+        """
+        if not self.writable:
+            raise PermissionError("the page store is open read-only")
+        if not self.in_batch:
+            raise RuntimeError("storing a page needs a batch: `with store.batch(): ...`")
+        out, writer = self._current()
+        if reason is None:
+            try:
+                reason = HTTPStatus(status).phrase
+            except ValueError:
+                reason = ""
+        status_line = f"{int(status)} {reason}".rstrip()
+        pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
+        http = StatusAndHeaders(status_line, [(str(k), str(v)) for k, v in pairs], "HTTP/1.1")
+        when = datetime.fromtimestamp(time, timezone.utc) if time is not None else None
+        extra = {"WARC-Date": datetime_to_iso_date(when.replace(tzinfo=None))} if when else None
+        record = writer.create_warc_record(
+            url,
+            "response",
+            payload=BytesIO(body),
+            length=len(body),  # known, so warcio need not buffer the body in a temp file
+            http_headers=http,
+            warc_headers_dict=extra,
+        )
+        offset = out.tell()
+        writer.write_record(record)
+        self._unsynced = True
+        return PageLocation(warc_name(self._number), offset, out.tell() - offset)
+
+    def flush(self) -> WarcPosition:
+        """Make everything appended durable (flush, fsync); return the position to commit."""
+        if self._out is not None and self._unsynced:
+            self._out.flush()
+            os.fsync(self._out.fileno())
+        self._unsynced = False
+        if self._new_files:
+            _fsync_directory(self.directory)
+            self._new_files = False
+        if self._out is None:
+            return self._committed
+        return WarcPosition(self._number, self._out.tell())
+
+    def mark_committed(self, position: WarcPosition) -> None:
+        self._committed = position
+
+    def rollback(self) -> list[str]:
+        """Forget every page appended since the last commit (the batch failed)."""
+        self._close_writer()
+        return self.restore_committed()
+
+    def restore_committed(self) -> list[str]:
+        """Cut the files back to the committed position; say what was removed.
+
+        Later files are deleted and the current one truncated. Idempotent, so a crash during
+        the repair is repaired by the next one.
+        """
+        if not self.writable:
+            raise PermissionError("the page store is open read-only")
+        self._close_writer()
+        done: list[str] = []
+        file, end = self._committed
+        for number, path in self.files():
+            size = path.stat().st_size
+            if number > file:
+                path.unlink()
+                done.append(f"removed {path.name} ({size} bytes written after the last commit)")
+            elif number == file and size > end:
+                with open(path, "r+b") as fh:
+                    fh.truncate(end)
+                    os.fsync(fh.fileno())
+                done.append(
+                    f"truncated {path.name} from {size} to {end} bytes "
+                    f"(a tail written after the last commit)"
+                )
+        if done:
+            _fsync_directory(self.directory)
+        self._number = file
+        return done
+
+    def _current(self) -> tuple[BinaryIO, WARCWriter]:
+        """The file to append to, rotating to a new one at ``max_bytes``."""
+        if self._out is None and self._number == 0:
+            self._start_file(1)
+        elif self._out is None:
+            out = open(self.directory / warc_name(self._number), "r+b")  # noqa: SIM115
+            out.seek(0, os.SEEK_END)
+            self._out, self._writer = out, WARCWriter(out, gzip=True)
+            if out.tell() >= self.max_bytes:  # a committed file always holds a page
+                self._start_file(self._number + 1)
+        elif self._out.tell() >= self.max_bytes and self._out.tell() > self._started_at:
+            self._start_file(self._number + 1)
+        assert self._out is not None and self._writer is not None
+        return self._out, self._writer
+
+    def _start_file(self, number: int) -> None:
+        if self._out is not None:
+            # the finished file must be durable before the commit that covers it
+            self._out.flush()
+            os.fsync(self._out.fileno())
+            self._close_writer()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = warc_name(number)
+        out = open(self.directory / name, "xb")  # noqa: SIM115
+        writer = WARCWriter(out, gzip=True)
+        info = writer.create_warcinfo_record(
+            name,
+            {
+                "software": "neardup",
+                "format": "WARC File Format 1.0",
+                "description": "pages kept by neardup: near-duplicates were dropped before storing",
+            },
+        )
+        writer.write_record(info)
+        self._started_at = out.tell()  # a file holds at least one page before it rotates
+        self._out, self._writer, self._number = out, writer, number
+        self._unsynced = self._new_files = True
+
+    def _close_writer(self) -> None:
+        if self._out is not None:
+            self._out.close()
+        self._out = self._writer = None
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def read(self, location: PageLocation) -> Page:
+        """The page at ``location``: URL, status code, headers and body as stored."""
+        if self._out is not None and location.number == self._number:
+            self._out.flush()  # a page of the open batch, still in the write buffer
+        fh = self._reader(location.number, location.file)
+        fh.seek(location.offset)
+        data = fh.read(location.length)
+        if len(data) != location.length:
+            raise PageReadError(
+                f"{location.file} ends before the record at {location.offset}+{location.length}"
+            )
+        try:
+            for record in ArchiveIterator(BytesIO(data)):
+                if record.rec_type != "response" or record.http_headers is None:
+                    break
+                url = record.rec_headers.get_header("WARC-Target-URI")
+                status = int(record.http_headers.get_statuscode())
+                headers = list(record.http_headers.headers)
+                return Page(url, status, headers, record.raw_stream.read())
+        except Exception as exc:  # warcio raises several kinds on bad bytes
+            raise PageReadError(
+                f"{location.file} at {location.offset}: not a readable WARC record ({exc})"
+            ) from None
+        raise PageReadError(f"{location.file} at {location.offset}: not a WARC response record")
+
+    def scan(self, number: int, end: int | None = None) -> Iterator[ScannedRecord]:
+        """Every record of file ``number`` up to byte ``end``, read from the start."""
+        with open(self.directory / warc_name(number), "rb") as fh:
+            stream = LimitReader(fh, end) if end is not None else fh
+            records = ArchiveIterator(stream)
+            for record in records:
+                url = record.rec_headers.get_header("WARC-Target-URI")
+                kind = record.rec_type
+                records.read_to_end(record)
+                yield ScannedRecord(
+                    records.get_record_offset(), records.get_record_length(), kind, url
+                )
+
+    def _reader(self, number: int, name: str) -> BinaryIO:
+        fh = self._readers.get(number)
+        if fh is None:
+            try:
+                fh = open(self.directory / name, "rb")  # noqa: SIM115
+            except FileNotFoundError:
+                raise PageReadError(f"{name} is missing from {self.directory}") from None
+            if len(self._readers) >= 8:
+                self._readers.pop(next(iter(self._readers))).close()
+            self._readers[number] = fh
+        return fh
+
+    def close(self) -> None:
+        self._close_writer()
+        for fh in self._readers.values():
+            fh.close()
+        self._readers.clear()
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make file creations and deletions in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

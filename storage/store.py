@@ -1,0 +1,399 @@
+"""The store: one directory with everything a crawl keeps, consistent after any crash.
+
+::
+
+    neardup-store/
+      index/          one LMDB environment: the cluster index, the documents, the meta data
+      pages/          pages-00001.warc.gz, ...: the kept pages (storage.pages)
+      logs/           <run-id>.jsonl: every decision (storage.log)
+      manifest.json   the parameters the sketches were made with (storage.manifest)
+      writer.lock     held by the one process that writes
+
+**Crash consistency.** The invariant (DESIGN.md) is that the index and the page store agree:
+every stored page is referenced by exactly one committed document, and every committed
+document's page is stored. A batch (:meth:`Store.batch`) writes pages to the WARC file and
+index entries to one LMDB write transaction, and ends in this order:
+
+1. the WARC file is flushed and fsynced;
+2. the LMDB transaction commits, recording the WARC file's new end as the *committed
+   position* in ``meta`` (LMDB's commit is atomic and, with ``sync=True``, durable).
+
+A crash before step 2 leaves the LMDB state of the previous commit, which references nothing
+past the old committed position; the pages written since are an unreferenced tail, and the
+next writable open (or ``neardup verify``) truncates it. A crash after step 2 loses nothing:
+the pages were durable before the commit that references them. No order of events leaves a
+committed document pointing at a page that is not on disk, or a page that two documents share.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, BinaryIO
+
+import lmdb
+
+from dedup.params import SketchParams
+from dedup.sketches import Sketch, sketch_from_bytes
+from storage import lmdb_env
+from storage.errors import StoreBusyError, StoreError, StoreMismatchError, StoreNotFoundError
+from storage.lmdb_env import Transactions, pack_id, unpack_id
+from storage.lmdb_index import LmdbIndex
+from storage.log import DedupLog, read_log
+from storage.manifest import FORMAT_VERSION, Manifest
+from storage.pages import Page, PageStore, WarcPosition
+from storage.records import DocumentRecord, PageLocation
+
+MANIFEST_KEY = b"manifest"
+NEXT_DOC_KEY = b"next_doc_id"
+WARC_KEY = b"warc_committed"
+_POSITION = struct.Struct(">IQ")
+_CHUNK = 1024
+_MAX_ID = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class StoredPage:
+    """A kept page as :meth:`Store.iter_pages` yields it."""
+
+    doc_id: int
+    record: DocumentRecord
+    url: str
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+class Store:
+    """An open store; use :meth:`Store.open`, as a context manager.
+
+    Use one store object from one thread: an LMDB write transaction belongs to the thread that
+    began it. Readers in other processes may open the same store read-only at any time.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        shared: lmdb_env.Shared,
+        txns: Transactions,
+        manifest: Manifest,
+        pages: PageStore,
+        readonly: bool,
+        lock: BinaryIO | None,
+        repairs: list[str],
+    ) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.readonly = readonly
+        self.pages = pages
+        self.index = LmdbIndex(txns)
+        #: what opening repaired (an uncommitted WARC tail), one line each
+        self.repairs = repairs
+        self._shared = shared
+        self._txns = txns
+        self._lock = lock
+        self._closed = False
+
+    @property
+    def params(self) -> SketchParams:
+        return self.manifest.sketch
+
+    @property
+    def map_growths(self) -> int:
+        """How often this process doubled the LMDB map (a full map is grown, never an error)."""
+        return self._txns.growths
+
+    # --- opening ----------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        params: SketchParams | None = None,
+        *,
+        readonly: bool = False,
+        map_size: int = 1 << 30,
+        warc_max_bytes: int = 1 << 30,
+    ) -> Store:
+        """Open the store at ``path``, creating it (writable opens only) if it is not there.
+
+        ``params`` must equal the store's (else :class:`StoreMismatchError`, naming the key);
+        ``None`` adopts the store's, or the defaults for a new store. A writable open takes the
+        store's writer lock (:class:`StoreBusyError` if another process holds it) and repairs an
+        uncommitted WARC tail (see :attr:`repairs`). Read-only opens work beside a writer.
+        """
+        root = Path(path)
+        name = os.fspath(path)
+        if map_size < 4096:
+            raise ValueError(f"map_size must be at least 4096 bytes; got {map_size}")
+        index_dir, pages_dir = root / "index", root / "pages"
+        has_index = (index_dir / "data.mdb").is_file()
+        lock: BinaryIO | None = None
+        if readonly:
+            if not has_index:
+                raise StoreNotFoundError(f"no store at {name} (no {name}/index/data.mdb)")
+        else:
+            if root.exists() and not root.is_dir():
+                raise StoreError(f"store {name} is not a directory")
+            root.mkdir(parents=True, exist_ok=True)
+            lock = _lock_writer(root, name)
+            if not has_index and any(pages_dir.glob("pages-*.warc.gz")):
+                lock.close()
+                raise StoreError(
+                    f"store {name} has pages but no index ({name}/index is missing); "
+                    "not touching it"
+                )
+            for sub in (pages_dir, root / "logs"):
+                sub.mkdir(exist_ok=True)
+        try:
+            shared = lmdb_env.acquire(index_dir, readonly=readonly, map_size=map_size)
+        except lmdb.NotFoundError:
+            if lock is not None:
+                lock.close()
+            raise StoreError(
+                f"{name} is not a neardup store (its index lacks our databases)"
+            ) from None
+        except ValueError as exc:
+            if lock is not None:
+                lock.close()
+            raise StoreBusyError(f"store {name}: {exc}") from None
+        try:
+            txns = Transactions(shared.env, shared.dbs)
+            manifest = _load_manifest(txns, name, params, readonly)
+            position = position_from_bytes(txns.get("meta", WARC_KEY))
+            pages = PageStore(pages_dir, position, max_bytes=warc_max_bytes, writable=not readonly)
+            repairs = [] if readonly else pages.restore_committed()
+            if not readonly:
+                _write_manifest_copy(root / "manifest.json", manifest)
+        except BaseException:
+            lmdb_env.release(shared)
+            if lock is not None:
+                lock.close()
+            raise
+        return cls(
+            root,
+            shared=shared,
+            txns=txns,
+            manifest=manifest,
+            pages=pages,
+            readonly=readonly,
+            lock=lock,
+            repairs=repairs,
+        )
+
+    def close(self) -> None:
+        """Abort any open batch, sync and close; the writer lock is released last."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._txns.in_batch:
+            self._txns.abort()
+            self.pages.rollback()
+        self.pages.close()
+        lmdb_env.release(self._shared)
+        if self._lock is not None:
+            self._lock.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- writing ----------------------------------------------------------------------------
+
+    @contextmanager
+    def batch(self) -> Iterator[Store]:
+        """One LMDB write transaction for many documents, and the pages they keep.
+
+        On a clean exit: WARC fsync first, then the LMDB commit that records the new WARC end
+        (the order the module docstring argues for). On an exception: the transaction is
+        aborted and the pages written in the batch are cut off again.
+        """
+        if self.readonly:
+            raise PermissionError(f"store {self.path} is open read-only")
+        self._txns.begin_batch()
+        self.pages.in_batch = True
+        try:
+            yield self
+            position = self.pages.flush()
+            self._txns.put("meta", WARC_KEY, _POSITION.pack(*position))
+            self._txns.commit()
+        except BaseException:
+            self._txns.abort()
+            self.pages.rollback()
+            raise
+        finally:
+            self.pages.in_batch = False
+        self.pages.mark_committed(position)
+
+    def next_doc_id(self) -> int:
+        """A new document id (0, 1, 2, ...); ids of a batch that does not commit are reused."""
+        doc_id = self._next_doc_id()
+        self._txns.put("meta", NEXT_DOC_KEY, pack_id(doc_id + 1))
+        return doc_id
+
+    def put_document(
+        self, doc_id: int, record: DocumentRecord, sketch: Sketch | None = None
+    ) -> None:
+        """Record a document (and its sketch, for re-clustering and explaining)."""
+        if isinstance(doc_id, bool) or not isinstance(doc_id, int) or not 0 <= doc_id <= _MAX_ID:
+            raise ValueError(f"doc_id must be an integer in [0, 2**63); got {doc_id!r}")
+        key = pack_id(doc_id)
+        self._txns.put("docs", key, record.to_bytes())
+        if sketch is not None:
+            self._txns.put("sketches", key, sketch.to_bytes())
+        if doc_id >= self._next_doc_id():  # ids chosen by the caller are never handed out again
+            self._txns.put("meta", NEXT_DOC_KEY, pack_id(doc_id + 1))
+
+    def _next_doc_id(self) -> int:
+        value = self._txns.get("meta", NEXT_DOC_KEY)
+        return 0 if value is None else unpack_id(value)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def document(self, doc_id: int) -> DocumentRecord | None:
+        value = self._txns.get("docs", pack_id(doc_id))
+        return None if value is None else DocumentRecord.from_bytes(value)
+
+    def sketch(self, doc_id: int) -> Sketch | None:
+        value = self._txns.get("sketches", pack_id(doc_id))
+        return None if value is None else sketch_from_bytes(value)
+
+    def documents(self, start: int = 0) -> Iterator[tuple[int, DocumentRecord]]:
+        """``(doc_id, record)`` in id order, read in short transactions of about a thousand."""
+        while True:
+            chunk: list[tuple[int, DocumentRecord]] = []
+            with self._txns.read() as txn:
+                cursor = txn.cursor(db=self._txns.dbs["docs"])
+                if cursor.set_range(pack_id(start)):
+                    for key, value in cursor:
+                        chunk.append((unpack_id(key), DocumentRecord.from_bytes(value)))
+                        if len(chunk) >= _CHUNK:
+                            break
+            yield from chunk
+            if len(chunk) < _CHUNK:
+                return
+            start = chunk[-1][0] + 1
+
+    def read_page(self, location: PageLocation) -> Page:
+        """``(url, status, headers, body)`` of the stored page at ``location``."""
+        return self.pages.read(location)
+
+    def iter_pages(self) -> Iterator[StoredPage]:
+        """Every kept page with its document, in document order (the order they were stored)."""
+        for doc_id, record in self.documents():
+            if record.page is not None:
+                page = self.pages.read(record.page)
+                yield StoredPage(doc_id, record, *page)
+
+    def stats(self) -> dict[str, int]:
+        """Counts and sizes, e.g. for the crawl's ``neardup/…`` stats."""
+        with self._txns.read() as txn:
+            entries = {
+                name: int(txn.stat(self._txns.dbs[name])["entries"])
+                for name in ("docs", "clusters", "fp_clusters", "hashes")
+            }
+        return {
+            "documents": entries["docs"],
+            "clusters": entries["clusters"],
+            "fingerprints": entries["fp_clusters"],
+            "exact_hashes": entries["hashes"],
+            "warc_files": len(self.pages.files()),
+            "map_growths": self.map_growths,
+            **self._txns.sizes(),
+        }
+
+    # --- the dedup log ----------------------------------------------------------------------
+
+    def log(self, run_id: str | None = None) -> DedupLog:
+        """A new (or continued) dedup log for one run, in ``logs/``."""
+        return DedupLog(self.path / "logs", run_id)
+
+    def read_log(self, runs: list[str] | None = None) -> Iterator[dict[str, Any]]:
+        return read_log(self.path / "logs", runs)
+
+
+def _lock_writer(root: Path, name: str) -> BinaryIO:
+    """Hold ``writer.lock`` for the store's lifetime: one writing process per store.
+
+    ``flock`` locks go with the open file, so a killed writer's lock is released by the kernel
+    and never needs cleaning up.
+    """
+    fh = open(root / "writer.lock", "a+b")  # noqa: SIM115
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().decode("ascii", "replace").strip() or "unknown"
+        fh.close()
+        raise StoreBusyError(
+            f"store {name} is being written by another process (pid {holder}); "
+            "wait for it to finish, or open the store read-only"
+        ) from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(str(os.getpid()).encode("ascii"))
+    fh.flush()
+    return fh
+
+
+def _load_manifest(
+    txns: Transactions, name: str, params: SketchParams | None, readonly: bool
+) -> Manifest:
+    stored = txns.get("meta", MANIFEST_KEY)
+    if stored is None:
+        if readonly:
+            raise StoreError(f"{name} is not a neardup store yet (its index has no manifest)")
+        manifest = Manifest.for_params(params or SketchParams())
+        txns.begin_batch()
+        try:
+            txns.put("meta", MANIFEST_KEY, manifest.to_json().encode("utf-8"))
+            txns.put("meta", WARC_KEY, _POSITION.pack(0, 0))
+            txns.commit()
+        except BaseException:
+            txns.abort()
+            raise
+        return manifest
+    manifest = Manifest.from_json(stored)
+    if manifest.format_version != FORMAT_VERSION:
+        raise StoreMismatchError(
+            f"store {name} was made with format_version={manifest.format_version}; this code "
+            f"reads {FORMAT_VERSION} (use another --store)"
+        )
+    if params is not None:
+        manifest.check(Manifest.for_params(params, created=manifest.created), name)
+    return manifest
+
+
+def position_from_bytes(value: bytes | memoryview | None) -> WarcPosition:
+    """The committed WARC position as stored in ``meta`` (none yet: file 0)."""
+    if value is None:
+        return WarcPosition(0, 0)
+    file, end = _POSITION.unpack(value)
+    return WarcPosition(int(file), int(end))
+
+
+def _write_manifest_copy(path: Path, manifest: Manifest) -> None:
+    """``manifest.json`` for people, rewritten (atomically) only when it is missing or stale."""
+    text = manifest.to_json()
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except OSError:
+        pass
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

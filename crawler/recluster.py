@@ -13,6 +13,7 @@ stays flat however large the corpus.
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 import os
 import tempfile
@@ -160,10 +161,17 @@ def _line(doc_id: str, a: Assignment) -> str:
         "id": doc_id,
         "cluster": a.cluster_id,
         "representative": a.representative,
-        "resemblance": None if resemblance is None else round(float(resemblance), 6),
+        "resemblance": _number(resemblance),
         "decision": a.decision.kind,
     }
     return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def _number(value: float | None) -> float | None:
+    """JSON has no NaN: an estimate without evidence (an empty MOD_m sample) is null."""
+    if value is None or math.isnan(value):
+        return None
+    return round(float(value), 6)
 
 
 class _index_directory:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 from crawler.commands.common import (
     add_config_arguments,
@@ -57,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
             "shared_shingles": len(set_a & set_b),
         },
         "estimate": {
-            "resemblance": est.resemblance,
-            "containment_a_in_b": est.containment_a_in_b,
-            "containment_b_in_a": est.containment_b_in_a,
+            "resemblance": _number(est.resemblance),
+            "containment_a_in_b": _number(est.containment_a_in_b),
+            "containment_b_in_a": _number(est.containment_b_in_a),
             "matches": est.matches,
             "sample_size": est.sample_size,
         },
@@ -70,6 +71,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(report, config.sketch.describe()))
     return 0
+
+
+def _number(value: float) -> float | None:
+    """JSON has no NaN: an estimate without evidence (an empty MOD_m sample) is null."""
+    return None if math.isnan(value) else value
+
+
+def _cell(value: float | None) -> str:
+    return f"{'n/a':>10}" if value is None else f"{value:>10.4f}"
 
 
 def render(report: dict, described: str) -> str:
@@ -83,11 +93,11 @@ def render(report: dict, described: str) -> str:
         f"sketch: {described}",
         "",
         f"{'':<22}{'exact':>8}{'estimate':>10}",
-        f"{'resemblance r(A,B)':<22}{ex['resemblance']:>8.4f}{es['resemblance']:>10.4f}",
+        f"{'resemblance r(A,B)':<22}{ex['resemblance']:>8.4f}{_cell(es['resemblance'])}",
         f"{'containment c(A,B)':<22}{ex['containment_a_in_b']:>8.4f}"
-        f"{es['containment_a_in_b']:>10.4f}",
+        f"{_cell(es['containment_a_in_b'])}",
         f"{'containment c(B,A)':<22}{ex['containment_b_in_a']:>8.4f}"
-        f"{es['containment_b_in_a']:>10.4f}",
+        f"{_cell(es['containment_b_in_a'])}",
         "",
         f"{ex['shared_shingles']} shingles shared; "
         f"{es['matches']} of {es['sample_size']} sketch entries matched.",

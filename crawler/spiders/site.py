@@ -1,0 +1,534 @@
+"""The spider: fetch a site, canonicalise each HTML page, yield one item per URL.
+
+Every URL the spider schedules comes back as exactly one :class:`~crawler.items.PageItem`:
+either a page with its canonical tokens, or a page with a ``skip_reason`` saying why it cannot
+be compared (not HTML, empty, too large, an HTTP error, a timeout, a redirect loop, ...). So the
+pipelines see every decision, and the dedup log can say why a linked page was never stored.
+
+Three things are done here rather than left to Scrapy's components, each for a reason:
+
+* **Redirects.** Scrapy's RedirectMiddleware hands a redirected request back to the scheduler,
+  whose duplicate filter silently drops a loop (or a redirect to a page already crawled): the
+  URL would yield nothing. The spider follows ``Location`` itself, so a loop, a chain that is
+  too long, or a target outside the allowed hosts becomes a skipped item with a reason.
+* **Ports.** OffsiteMiddleware compares host names only, so a crawl of ``127.0.0.1:8000`` would
+  wander to every other port of the machine. The spider checks the port as well, for links and
+  for redirect targets; OffsiteMiddleware still runs on host names as a second guard.
+* **max_pages and depth.** The spider schedules at most ``NEARDUP_MAX_PAGES`` URLs and follows
+  no link beyond ``DEPTH_LIMIT``, so a page it schedules is never dropped later without an item
+  (DepthMiddleware would drop such requests silently, and CLOSESPIDER_PAGECOUNT overshoots).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+
+from scrapy import Request, Spider
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DownloadCancelledError,
+    DownloadConnectionRefusedError,
+    DownloadFailedError,
+    DownloadTimeoutError,
+    IgnoreRequest,
+    ResponseDataLossError,
+    UnsupportedURLSchemeError,
+)
+from scrapy.http import HtmlResponse, Response, TextResponse
+from scrapy.linkextractors import LinkExtractor
+from scrapy.spidermiddlewares.httperror import HttpError
+from scrapy.utils.response import get_meta_refresh
+from twisted.internet import error as tx_error
+from w3lib.url import canonicalize_url, safe_url_string
+
+from crawler import settings as defaults
+from crawler.items import PageItem
+from dedup.canonical import ENGINES, UNITS, html_tokens, looks_like_html
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+    from twisted.python.failure import Failure
+
+    # typing.Self requires Python 3.11
+    from typing_extensions import Self
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "AllowedHost",
+    "SiteSpider",
+    "charset",
+    "classify_failure",
+    "header_pairs",
+    "looks_binary",
+    "media_type",
+]
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+#: media types canonicalised as HTML
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+#: media types that say nothing about the content: the body is sniffed instead
+VAGUE_TYPES = frozenset(
+    {"", "application/octet-stream", "binary/octet-stream", "application/unknown",
+     "unknown/unknown"}
+)  # fmt: skip
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+# request.meta keys of ours
+DEPTH = "neardup_depth"  # link depth from a start URL (a redirect does not add to it)
+CHAIN = "neardup_redirects"  # the URLs requested before this one in a redirect chain
+
+
+@dataclass(frozen=True)
+class AllowedHost:
+    """One entry of the allowed hosts: a domain (subdomains too) and, if given, one port.
+
+    >>> AllowedHost.parse("127.0.0.1:8000").allows("http://127.0.0.1:8000/a")
+    True
+    >>> AllowedHost.parse("127.0.0.1:8000").allows("http://127.0.0.1:8001/a")
+    False
+    >>> AllowedHost.parse("example.org").allows("https://www.example.org/")
+    True
+    >>> AllowedHost.parse("example.org").allows("https://badexample.org/")
+    False
+    """
+
+    name: str
+    port: int | None = None
+
+    @classmethod
+    def parse(cls, entry: str) -> AllowedHost:
+        text = entry.strip()
+        parts = urlsplit(text if "://" in text else f"//{text}")
+        try:
+            name, port = parts.hostname, parts.port
+        except ValueError:
+            name, port = None, None
+        if not name:
+            raise ValueError(f"allowed domain must be a host or host:port; got {entry!r}")
+        return cls(name.lower().rstrip("."), port)
+
+    @classmethod
+    def of_url(cls, url: str) -> AllowedHost:
+        """The host of a start URL, with its port only when the URL names one."""
+        parts = urlsplit(url)
+        return cls((parts.hostname or "").lower().rstrip("."), parts.port)
+
+    def allows(self, url: str) -> bool:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower().rstrip(".")
+        if host != self.name and not host.endswith("." + self.name):
+            return False
+        if self.port is None:
+            return True
+        try:
+            port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+        except ValueError:
+            return False
+        return port == self.port
+
+
+class SiteSpider(Spider):
+    """Crawl from ``start_urls`` within the allowed hosts; one :class:`PageItem` per URL.
+
+    Arguments (``scrapy crawl neardup -a start_urls=URL1,URL2``): ``start_urls`` and, to widen
+    or narrow the default (the start URLs' hosts with their ports), ``allowed_domains``.
+    Settings: ``NEARDUP_SKETCH`` (its ``unit``), ``NEARDUP_CANONICALISER``, ``NEARDUP_INCLUDE``,
+    ``NEARDUP_EXCLUDE``, ``NEARDUP_ALLOWED_DOMAINS``, ``NEARDUP_MAX_PAGES``, ``DEPTH_LIMIT``,
+    ``REDIRECT_MAX_TIMES``.
+    """
+
+    name = "neardup"
+
+    def __init__(
+        self,
+        start_urls: Iterable[str] | str | None = None,
+        allowed_domains: Iterable[str] | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = _as_list(start_urls)
+        if not self.start_urls:
+            raise ValueError("SiteSpider needs at least one start URL (start_urls)")
+        self._allowed_arg = _as_list(allowed_domains) if allowed_domains is not None else None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        spider._configure(crawler.settings)
+        return spider
+
+    def _configure(self, settings: BaseSettings) -> None:
+        sketch = settings.getdict("NEARDUP_SKETCH", defaults.NEARDUP_SKETCH)
+        self.unit: str = sketch.get("unit", defaults.NEARDUP_SKETCH["unit"])
+        self.engine: str = settings.get("NEARDUP_CANONICALISER", defaults.NEARDUP_CANONICALISER)
+        # checked now: a bad value would otherwise make every page "unparseable"
+        if self.unit not in UNITS:
+            raise ValueError(f"NEARDUP_SKETCH unit must be one of {UNITS}; got {self.unit!r}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"NEARDUP_CANONICALISER must be one of {ENGINES}; got {self.engine!r}")
+        self.include = _patterns(settings, "NEARDUP_INCLUDE")
+        self.exclude = _patterns(settings, "NEARDUP_EXCLUDE")
+        self.max_pages = settings.getint("NEARDUP_MAX_PAGES", defaults.NEARDUP_MAX_PAGES)
+        self.depth_limit = settings.getint("DEPTH_LIMIT")
+        self.max_redirects = settings.getint("REDIRECT_MAX_TIMES", 20)
+        # UrlLengthMiddleware would drop a longer URL silently, after we counted it as scheduled
+        self.max_url_length = settings.getint("URLLENGTH_LIMIT", 2083)
+
+        entries = self._allowed_arg
+        if entries is None:
+            entries = settings.getlist("NEARDUP_ALLOWED_DOMAINS", defaults.NEARDUP_ALLOWED_DOMAINS)
+        if entries:
+            self.allowed = [AllowedHost.parse(e) for e in entries]
+        else:
+            self.allowed = [AllowedHost.of_url(u) for u in self.start_urls if "://" in u]
+        # for OffsiteMiddleware, which knows host names only
+        self.allowed_domains = sorted({h.name for h in self.allowed if h.name})
+
+        self.links = LinkExtractor(deny_extensions=[], unique=True, canonicalize=False)
+        self.seen: set[str] = set()
+        self.scheduled = 0
+        self._told_max_pages = False
+
+    # --- scheduling ------------------------------------------------------------------------------
+
+    async def start(self) -> AsyncIterator[Request | PageItem]:
+        for url in self.start_urls:
+            try:
+                canonical = canonicalize_url(url)
+                parts = urlsplit(canonical)
+                if parts.scheme not in _DEFAULT_PORTS or not parts.netloc:
+                    raise ValueError("not an http(s) URL")
+            except ValueError as exc:
+                yield self._skip(PageItem(url=url), "bad_url", f"start URL {url!r}: {exc}")
+                continue
+            if canonical in self.seen or not self._take_slot():
+                continue
+            self.seen.add(canonical)
+            request = self._request(canonical, depth=0)
+            request.meta["allow_offsite"] = True  # a start URL is fetched whatever the hosts
+            yield request
+
+    def _take_slot(self) -> bool:
+        if self.max_pages and self.scheduled >= self.max_pages:
+            self.crawler.stats.inc_value("neardup/links/max_pages")
+            if not self._told_max_pages:
+                logger.info("Scheduled NEARDUP_MAX_PAGES=%d URLs; no more", self.max_pages)
+                self._told_max_pages = True
+            return False
+        self.scheduled += 1
+        return True
+
+    def _request(self, url: str, depth: int, chain: list[str] | None = None) -> Request:
+        meta: dict[str, Any] = {
+            DEPTH: depth,
+            "dont_redirect": True,  # redirects are followed by _redirect, see the module doc
+            "handle_httpstatus_all": True,  # a 404 is a decision too: it reaches parse
+        }
+        if chain:
+            meta[CHAIN] = chain
+            meta["depth_reset"] = True  # keep DepthMiddleware's count at or below ours
+        return Request(url, callback=self.parse, errback=self.errback, meta=meta)
+
+    def refusal(self, url: str) -> str | None:
+        """Why ``url`` (canonical) must not be fetched (``offsite``, ``excluded``, ...), or None.
+
+        The include and exclude patterns are searched for in the canonical URL.
+        """
+        scheme = urlsplit(url).scheme
+        if scheme not in _DEFAULT_PORTS:
+            return "scheme"
+        if self.max_url_length and len(url) > self.max_url_length:
+            return "too_long"
+        if not any(host.allows(url) for host in self.allowed):
+            return "offsite"
+        if self.exclude and any(p.search(url) for p in self.exclude):
+            return "excluded"
+        if self.include and not any(p.search(url) for p in self.include):
+            return "not_included"
+        return None
+
+    def _follow_links(self, response: TextResponse, depth: int) -> Iterator[Request]:
+        if self.depth_limit and depth >= self.depth_limit:
+            return
+        try:
+            urls = [link.url for link in self.links.extract_links(response)]
+            _, refresh = get_meta_refresh(response)
+            if refresh:
+                urls.append(refresh)
+        except Exception:  # a link extractor failure must not lose the page's item
+            logger.warning("Could not extract links from %s", response.url, exc_info=True)
+            self.crawler.stats.inc_value("neardup/links/extraction_error")
+            return
+        stats = self.crawler.stats
+        for raw in urls:
+            try:
+                url = canonicalize_url(raw)
+            except ValueError:
+                stats.inc_value("neardup/links/bad_url")
+                continue
+            if url in self.seen:
+                continue
+            refused = self.refusal(url)
+            if refused:
+                stats.inc_value(f"neardup/links/{refused}")
+                continue
+            if not self._take_slot():
+                continue
+            self.seen.add(url)
+            stats.inc_value("neardup/links/followed")
+            yield self._request(url, depth=depth + 1)
+
+    # --- responses -------------------------------------------------------------------------------
+
+    def parse(self, response: Response, **kwargs: Any) -> Iterator[Request | PageItem]:
+        depth = response.meta.get(DEPTH, 0)
+        if response.status in REDIRECT_STATUSES and b"Location" in response.headers:
+            yield from self._redirect(response, depth)
+            return
+        item = PageItem(
+            url=response.url,
+            status=response.status,
+            headers=header_pairs(response),
+            body=response.body,
+            fetched_at=time.time(),
+            depth=depth,
+        )
+        reason, detail = self._refuse_content(response)
+        if reason:
+            yield self._skip(item, reason, detail)
+            return
+        started = time.perf_counter()
+        try:
+            # bytes and the header's charset, not response.text: Scrapy guesses an undeclared
+            # encoding with whichever detector is installed, and re-clustering the stored page
+            # must give the very same tokens (dedup.canonical.decode_html decides, both times)
+            tokens = html_tokens(
+                response.body, unit=self.unit, engine=self.engine, encoding=charset(response)
+            )
+        except Exception as exc:  # a canonicaliser bug must not stop the crawl; it is logged
+            logger.error("Could not canonicalise %s", response.url, exc_info=True)
+            yield self._skip(item, "unparseable", _one_line(f"{type(exc).__name__}: {exc}"))
+            return
+        item.canonicalise_seconds = time.perf_counter() - started
+        self.crawler.stats.inc_value("neardup/canonicalise_seconds", item.canonicalise_seconds)
+        if not tokens:
+            yield self._skip(item, "empty", "no text after canonicalisation")
+        else:
+            item.tokens = tokens
+            self.crawler.stats.inc_value("neardup/canonicalised")
+            yield item
+        if not isinstance(response, HtmlResponse):  # a sniffed page, or XHTML
+            response = response.replace(cls=HtmlResponse)
+        assert isinstance(response, HtmlResponse)
+        yield from self._follow_links(response, depth)
+
+    def _refuse_content(self, response: Response) -> tuple[str, str]:
+        """("", "") for an HTML page to canonicalise, else (skip reason, detail)."""
+        if not 200 <= response.status < 300:
+            return f"http_{response.status}", f"HTTP status {response.status}"
+        body = response.body
+        if not body:
+            return "empty", "empty body"
+        ctype = media_type(response)
+        if ctype not in HTML_TYPES:
+            if ctype not in VAGUE_TYPES:
+                return "not_html", f"Content-Type {ctype}"
+            if looks_binary(body) or not looks_like_html(body[:4096]):
+                what = f"Content-Type {ctype}" if ctype else "no Content-Type"
+                return "not_html", f"{what} and the body does not look like HTML"
+        if looks_binary(body):
+            return "binary", f"binary bytes served as {ctype or 'HTML'}"
+        return "", ""
+
+    def _redirect(self, response: Response, depth: int) -> Iterator[Request | PageItem]:
+        chain = [*response.meta.get(CHAIN, []), response.url]
+        location = safe_url_string(response.headers[b"Location"] or b"")
+        origin = chain[0]
+        item = PageItem(
+            url=origin,
+            status=response.status,
+            headers=header_pairs(response),
+            body=response.body,
+            fetched_at=time.time(),
+            depth=depth,
+        )
+        path = " -> ".join(chain)
+        try:
+            target = canonicalize_url(urljoin(response.url, location))
+        except ValueError:
+            yield self._skip(item, "redirect", f"bad Location {location!r} after {path}")
+            return
+        if target in chain:
+            yield self._skip(item, "redirect_loop", f"{path} -> {target}")
+            return
+        if len(chain) > self.max_redirects:
+            yield self._skip(item, "too_many_redirects", f"more than {self.max_redirects}: {path}")
+            return
+        refused = self.refusal(target)
+        if refused or target in self.seen:
+            why = f"is {refused}" if refused else "is crawled on its own"
+            yield self._skip(item, "redirect", f"{path} -> {target}, which {why}")
+            return
+        self.seen.add(target)
+        self.crawler.stats.inc_value("neardup/redirects_followed")
+        yield self._request(target, depth=depth, chain=chain)
+
+    def errback(self, failure: Failure) -> Iterator[PageItem]:
+        request: Request = failure.request  # type: ignore[attr-defined]
+        chain = request.meta.get(CHAIN, [])
+        reason, detail = classify_failure(failure)
+        if reason == "too_large":
+            limit = request.meta.get("download_maxsize", self.settings.getint("DOWNLOAD_MAXSIZE"))
+            detail = f"body over DOWNLOAD_MAXSIZE ({limit} bytes): {detail}"
+        if chain:
+            detail = f"{detail} (redirected from {chain[0]})"
+        response = getattr(failure.value, "response", None)
+        item = PageItem(
+            url=chain[0] if chain else request.url,
+            status=response.status if response is not None else 0,
+            headers=header_pairs(response) if response is not None else [],
+            fetched_at=time.time(),
+            depth=request.meta.get(DEPTH, 0),
+        )
+        yield self._skip(item, reason, detail)
+
+    def _skip(self, item: PageItem, reason: str, detail: str) -> PageItem:
+        item.skip_reason = reason
+        item.skip_detail = _one_line(detail)
+        item.tokens = []
+        self.crawler.stats.inc_value(f"neardup/skipped/{reason}")
+        logger.info("Skipped %s: %s (%s)", item.url, reason, item.skip_detail)
+        return item
+
+
+# --- helpers (pure functions) --------------------------------------------------------------------
+
+
+def media_type(response: Response) -> str:
+    """The media type of the Content-Type header, lower case, without parameters."""
+    raw = response.headers.get(b"Content-Type") or b""
+    return raw.decode("latin-1").split(";", 1)[0].strip().lower()
+
+
+_CHARSET = re.compile(r"""charset\s*=\s*["']?([^"';\s]+)""", re.I)
+
+
+def charset(response: Response) -> str | None:
+    """The charset label of the Content-Type header, if any (unchecked: decode_html checks).
+
+    >>> charset(Response("http://x/", headers={"Content-Type": 'text/html; charset="ISO-8859-1"'}))
+    'ISO-8859-1'
+    """
+    raw = response.headers.get(b"Content-Type") or b""
+    match = _CHARSET.search(raw.decode("latin-1"))
+    return match.group(1) if match else None
+
+
+def header_pairs(response: Response) -> list[tuple[str, str]]:
+    """The response headers as (name, value) strings in order, one pair per value.
+
+    Content-Length is made to describe the body the item carries: Scrapy decompresses a
+    gzipped body and drops Content-Encoding but keeps the compressed length.
+    """
+    pairs: list[tuple[str, str]] = []
+    for name, values in response.headers.items():
+        key = name.decode("latin-1")
+        for value in values:
+            text = value.decode("latin-1")
+            if key.lower() == "content-length":
+                text = str(len(response.body))
+            pairs.append((key, text))
+    return pairs
+
+
+_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+_CONTROL = bytes(c for c in range(32) if c not in b"\t\n\x0c\r") + b"\x7f"
+_NOT_CONTROL = bytes(c for c in range(256) if c not in _CONTROL)
+
+
+def looks_binary(body: bytes, sample: int = 8192) -> bool:
+    """True when the start of ``body`` is not text: a NUL byte, or over 5% control bytes.
+
+    UTF-16 text is full of NUL bytes, so a body that starts with a byte-order mark is text.
+
+    >>> looks_binary(b"<html><body>caf\\xe9</body></html>")
+    False
+    >>> looks_binary(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00\\x00\\rIHDR")
+    True
+    >>> looks_binary("<p>hi</p>".encode("utf-16"))
+    False
+    """
+    head = body[:sample]
+    if not head or head.startswith(_BOMS):
+        return False
+    if b"\x00" in head:
+        return True
+    controls = len(head.translate(None, _NOT_CONTROL))
+    return controls * 20 > len(head)
+
+
+def classify_failure(failure: Failure) -> tuple[str, str]:
+    """A failed request as (skip reason, one-line detail)."""
+    exc = failure.value
+    message = _one_line(str(exc)) or type(exc).__name__
+    if isinstance(exc, HttpError) and exc.response is not None:
+        return f"http_{exc.response.status}", f"HTTP status {exc.response.status}"
+    if isinstance(exc, IgnoreRequest):
+        if "robots.txt" in message:
+            return "robots_txt", "forbidden by robots.txt"
+        if "decompression" in message or "Decompression" in type(exc.__cause__).__name__:
+            return "decompression_bomb", message
+        return "ignored", message
+    if isinstance(exc, (DownloadTimeoutError, tx_error.TimeoutError, tx_error.TCPTimedOutError)):
+        return "timeout", message
+    if isinstance(exc, DownloadCancelledError):
+        if not str(exc) or "max size" in message:
+            return "too_large", message
+        return "cancelled", message
+    if isinstance(exc, (CannotResolveHostError, tx_error.DNSLookupError)):
+        return "dns_error", message
+    if isinstance(exc, UnsupportedURLSchemeError):
+        return "bad_url", message
+    connection = (
+        DownloadConnectionRefusedError,
+        DownloadFailedError,
+        ResponseDataLossError,
+        tx_error.ConnectError,
+        tx_error.ConnectionLost,
+        tx_error.ConnectionDone,
+    )
+    if isinstance(exc, connection):
+        return "connection_error", f"{type(exc).__name__}: {message}"
+    return "fetch_error", f"{type(exc).__name__}: {message}"
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _as_list(value: Iterable[str] | str | None) -> list[str]:
+    """A list from a list or from ``-a name=a,b`` (one comma-separated string)."""
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [v.strip() for v in items if v and v.strip()]
+
+
+def _patterns(settings: BaseSettings, name: str) -> list[re.Pattern[str]]:
+    default = getattr(defaults, name)
+    compiled = []
+    for pattern in settings.getlist(name, default):
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as exc:
+            raise ValueError(f"{name}: bad regular expression {pattern!r}: {exc}") from None
+    return compiled

@@ -9,11 +9,15 @@ instead of stopping or silently losing it.
 
 from __future__ import annotations
 
+import gzip
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
+from crawler.spiders.site import charset_of
 from dedup.canonical import looks_like_html
 
 
@@ -25,6 +29,26 @@ class SourceDocument:
     kind: str
     content: str | bytes
     skip_reason: str | None = None
+    #: the transport's charset (HTTP Content-Type), so stored bytes decode as the crawl decoded them
+    encoding: str | None = None
+    #: the transport's charset (HTTP Content-Type), which the crawler gave ``html_tokens`` too
+    encoding: str | None = None
+
+
+#: the charset parameter of a Content-Type header, as the spider reads it
+_CHARSET = re.compile(r"""charset\s*=\s*["']?([^"';\s]+)""", re.I)
+
+
+def content_charset(content_type: str | None) -> str | None:
+    """The charset label of a Content-Type value, if any (``decode_html`` checks it).
+
+    Re-clustering a stored page must decode it as the crawl did, so the spider's rule.
+
+    >>> content_charset('text/html; charset="ISO-8859-1"'), content_charset("text/html")
+    ('ISO-8859-1', None)
+    """
+    match = _CHARSET.search(content_type or "")
+    return match.group(1) if match else None
 
 
 class InputError(ValueError):
@@ -42,22 +66,53 @@ def read_warc(paths: Iterable[str | Path]) -> Iterator[SourceDocument]:
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror}") from None
         with stream:
+            _check_archive_start(stream, path)
             try:
                 for record in ArchiveIterator(stream):
                     if record.rec_type != "response":
                         continue
                     url = record.rec_headers.get_header("WARC-Target-URI") or ""
                     body = record.content_stream().read()
-                    ctype = ""
+                    ctype, status = "", ""
                     if record.http_headers is not None:
                         ctype = (record.http_headers.get_header("Content-Type") or "").lower()
-                    if "html" in ctype or (not ctype and looks_like_html(body)):
-                        yield SourceDocument(url, "html", body)
+                        status = record.http_headers.get_statuscode() or ""
+                    if status and not status.startswith("2"):
+                        # the crawler never clusters an error page, whatever its type
+                        yield SourceDocument(url, "html", b"", skip_reason=f"http_{status}")
+                    elif "html" in ctype or (not ctype and looks_like_html(body)):
+                        yield SourceDocument(url, "html", body, encoding=content_charset(ctype))
                     else:
                         reason = f"not_html ({ctype or 'no Content-Type'})"
                         yield SourceDocument(url, "html", b"", skip_reason=reason)
             except ArchiveLoadFailed as exc:
                 raise InputError(f"{path} is not a WARC file: {exc}") from None
+
+
+#: how a WARC (or an ARC, which warcio also reads) file begins, once un-gzipped
+_ARCHIVE_STARTS = (b"WARC/", b"filedesc://")
+
+
+def _check_archive_start(stream: IO[bytes], path: str | Path) -> None:
+    """Refuse a file that does not begin like an archive; leave ``stream`` at its start.
+
+    warcio alone takes any line of five words for an ARC header, so a JSON Lines file given to
+    ``--warc`` would be "read" as a record of nonsense instead of being refused.
+    """
+    head = stream.read(2)
+    stream.seek(0)
+    if head == b"\x1f\x8b":
+        try:
+            with gzip.GzipFile(fileobj=stream) as unzipped:
+                head = unzipped.read(16)
+        except (OSError, EOFError) as exc:
+            raise InputError(f"{path} is not a WARC file: bad gzip data ({exc})") from None
+        stream.seek(0)
+    else:
+        head = stream.read(16)
+        stream.seek(0)
+    if head and not head.lstrip().startswith(_ARCHIVE_STARTS):
+        raise InputError(f"{path} is not a WARC file: it begins {head[:16]!r}")
 
 
 def read_jsonl(
@@ -99,4 +154,5 @@ def read_store(path: str | Path) -> Iterator[SourceDocument]:
         raise InputError(f"no store at {path}")
     with Store.open(path, readonly=True) as store:
         for page in store.iter_pages():
-            yield SourceDocument(page.url, "html", page.body)
+            ctype = next((v for k, v in page.headers if k.lower() == "content-type"), None)
+            yield SourceDocument(page.url, "html", page.body, encoding=content_charset(ctype))

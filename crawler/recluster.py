@@ -7,7 +7,13 @@ documents and what happens to the decision differ.
 Documents are independent until the index step, so canonicalising and sketching run in a pool of
 worker processes (``jobs``) while the parent clusters in input order — the order greedy clustering
 is defined by. The index lives in LMDB (a temporary directory unless one is named), so memory
-stays flat however large the corpus.
+stays flat however large the corpus; the pool is fed a bounded look-ahead of chunks, so a parent
+slower than its workers (cheap text, a big index) holds at most ``AHEAD`` chunks of sketches,
+never the rest of the corpus.
+
+The index is a store in its own right: every clustered document gets a record (its id as URL,
+its decision, its cluster, no page), so ``neardup verify`` accepts it, also after a crash —
+each batch of ``BATCH`` documents is one LMDB transaction.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ import multiprocessing
 import os
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -35,6 +42,20 @@ from dedup.summary import ClusterSummary
 
 #: documents per LMDB write transaction
 BATCH = 512
+#: documents per task sent to a worker process
+CHUNK = 32
+#: chunks in flight per worker: enough to keep workers busy, few enough to bound memory
+AHEAD = 4
+#: the LMDB map a new index starts with; it doubles whenever it is full
+MAP_SIZE = 1 << 30
+
+#: clusters.jsonl "decision" → the index's DocumentRecord decision
+_RECORDED = {
+    "new": "kept",
+    "exact_duplicate": "exact_duplicate",
+    "near_duplicate": "near_duplicate",
+    "contained": "contained",
+}
 
 
 @dataclass(frozen=True)
@@ -83,7 +104,7 @@ def sketch_source(doc: SourceDocument) -> SketchedDocument:
         return SketchedDocument(doc.id, None, skip_reason=doc.skip_reason)
     unit = sketcher.params.unit
     if doc.kind == "html":
-        tokens = html_tokens(doc.content, unit=unit, engine=engine)
+        tokens = html_tokens(doc.content, unit=unit, engine=engine, encoding=doc.encoding)
     else:
         text = doc.content if isinstance(doc.content, str) else doc.content.decode("utf-8", "replace")
         tokens = text_tokens(text, unit=unit)
@@ -93,17 +114,50 @@ def sketch_source(doc: SourceDocument) -> SketchedDocument:
     return SketchedDocument(doc.id, made.sketch, made.content_hash, made.tokens)
 
 
+def sketch_chunk(docs: list[SourceDocument]) -> list[SketchedDocument]:
+    """One worker task: a chunk of documents, so each message carries many sketches."""
+    return [sketch_source(doc) for doc in docs]
+
+
+Sketching = Callable[[Iterable[SourceDocument]], Iterator[SketchedDocument]]
+
+
+@contextmanager
+def sketching(params: SketchParams, engine: str, jobs: int) -> Iterator[Sketching]:
+    """A function turning sources into sketches in input order, by ``jobs`` processes.
+
+    The pool is started on entry, before the caller opens its index, so the forked workers hold
+    no LMDB environment and no writer lock of it (a killed parent must not leave its lock held
+    by orphans). Workers read only their task queue.
+    """
+    if jobs <= 1:
+        _init_worker(params, engine)
+        yield lambda sources: map(sketch_source, sources)
+        return
+    ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    with ctx.Pool(jobs, initializer=_init_worker, initargs=(params, engine)) as pool:
+
+        def stream(sources: Iterable[SourceDocument]) -> Iterator[SketchedDocument]:
+            pending: deque[Any] = deque()
+            it = iter(sources)
+            while True:
+                chunk = list(islice(it, CHUNK))
+                if chunk:
+                    pending.append(pool.apply_async(sketch_chunk, (chunk,)))
+                if pending and (not chunk or len(pending) >= AHEAD * jobs):
+                    yield from pending.popleft().get()
+                elif not chunk:
+                    return
+
+        yield stream
+
+
 def sketched(
     sources: Iterable[SourceDocument], params: SketchParams, engine: str, jobs: int
 ) -> Iterator[SketchedDocument]:
     """Sketches in input order, made by ``jobs`` processes (1: in this process)."""
-    if jobs <= 1:
-        _init_worker(params, engine)
-        yield from map(sketch_source, sources)
-        return
-    ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    with ctx.Pool(jobs, initializer=_init_worker, initargs=(params, engine)) as pool:
-        yield from pool.imap(sketch_source, sources, chunksize=16)
+    with sketching(params, engine, jobs) as stream:
+        yield from stream(sources)
 
 
 # --- the parent side: greedy clustering over the LMDB index ------------------------------------
@@ -119,38 +173,50 @@ def recluster(
     jobs: int | None = None,
     cap: int = 64,
     on_progress: Callable[[int, int], None] | None = None,
+    map_size: int = MAP_SIZE,
 ) -> ReclusterResult:
     """Cluster ``sources`` in order; write one clusters.jsonl line per document to ``out``.
 
-    ``on_progress(documents, clusters)`` is called after every document.
+    ``on_progress(documents, clusters)`` is called after every document. ``map_size`` is the
+    LMDB map the index starts with (it grows as needed; ``stats["map_growths"]`` counts how
+    often).
     """
+    from storage.records import DocumentRecord
     from storage.store import Store
 
     started = time.perf_counter()
     jobs = jobs or os.cpu_count() or 1
     result = ReclusterResult(ClusterSummary())
-    with _index_directory(index_dir) as directory, Store.open(directory, params) as store:
+    with (
+        sketching(params, dedup.canonicaliser, jobs) as sketch_all,
+        _index_directory(index_dir) as directory,
+        Store.open(directory, params, map_size=map_size) as store,
+    ):
         clusterer = GreedyClusterer(store.index, dedup, cap=cap)
-        stream = sketched(sources, params, dedup.canonicaliser, jobs)
+        stream = sketch_all(sources)
         while True:
             chunk = list(islice(stream, BATCH))
             if not chunk:
                 break
             lines = []
+            now = time.time()
             with store.batch():
                 for doc in chunk:
                     if doc.sketch is None:
                         result.skipped[doc.skip_reason or "unknown"] += 1
                         continue
-                    assignment = clusterer.assign(store.next_doc_id(), doc.sketch,
-                                                  doc.content_hash)
+                    doc_id = store.next_doc_id()
+                    assignment = clusterer.assign(doc_id, doc.sketch, doc.content_hash)
+                    store.put_document(doc_id, DocumentRecord(
+                        doc.id, _RECORDED[assignment.decision.kind], now,
+                        assignment.cluster_id, doc.content_hash))
                     result.summary.add(assignment)
                     lines.append(_line(doc.id, assignment))
                     if on_progress:
                         on_progress(result.summary.documents, result.summary.clusters)
             if out is not None:
                 out.write("".join(lines))
-        result.stats = dict(clusterer.stats)
+        result.stats = {**clusterer.stats, "map_growths": store.map_growths}
     result.seconds = time.perf_counter() - started
     return result
 

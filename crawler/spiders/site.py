@@ -428,7 +428,16 @@ def charset(response: Response) -> str | None:
     'ISO-8859-1'
     """
     raw = response.headers.get(b"Content-Type") or b""
-    match = _CHARSET.search(raw.decode("latin-1"))
+    return charset_of(raw.decode("latin-1"))
+
+
+def charset_of(content_type: str) -> str | None:
+    """The charset label of a Content-Type value (the spider's rule, shared with re-clustering).
+
+    >>> charset_of("text/html; charset=utf-8")
+    'utf-8'
+    """
+    match = _CHARSET.search(content_type)
     return match.group(1) if match else None
 
 

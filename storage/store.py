@@ -28,6 +28,7 @@ committed document pointing at a page that is not on disk, or a page that two do
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import struct
 from collections.abc import Iterator
@@ -49,6 +50,12 @@ from storage.log import DedupLog, read_log
 from storage.manifest import FORMAT_VERSION, Manifest
 from storage.pages import Page, PageStore, WarcPosition
 from storage.records import DocumentRecord, PageLocation
+
+#: URL → the document decided for it (``url_key`` of the URL → doc id), so that a resumed or
+#: repeated crawl recognises a page it has already decided. Registered here, by the one module
+#: that writes it, before any environment is opened (``acquire`` sizes ``max_dbs`` from the list).
+URLS_DB = "urls"
+lmdb_env.DATABASES.setdefault(URLS_DB, {})
 
 MANIFEST_KEY = b"manifest"
 NEXT_DOC_KEY = b"next_doc_id"
@@ -248,11 +255,16 @@ class Store:
     def put_document(
         self, doc_id: int, record: DocumentRecord, sketch: Sketch | None = None
     ) -> None:
-        """Record a document (and its sketch, for re-clustering and explaining)."""
+        """Record a document (and its sketch, for re-clustering and explaining).
+
+        The URL is indexed too (:meth:`find_url`); a later document with the same URL takes the
+        URL over.
+        """
         if isinstance(doc_id, bool) or not isinstance(doc_id, int) or not 0 <= doc_id <= _MAX_ID:
             raise ValueError(f"doc_id must be an integer in [0, 2**63); got {doc_id!r}")
         key = pack_id(doc_id)
         self._txns.put("docs", key, record.to_bytes())
+        self._txns.put(URLS_DB, url_key(record.url), key)
         if sketch is not None:
             self._txns.put("sketches", key, sketch.to_bytes())
         if doc_id >= self._next_doc_id():  # ids chosen by the caller are never handed out again
@@ -267,6 +279,19 @@ class Store:
     def document(self, doc_id: int) -> DocumentRecord | None:
         value = self._txns.get("docs", pack_id(doc_id))
         return None if value is None else DocumentRecord.from_bytes(value)
+
+    def find_url(self, url: str) -> int | None:
+        """The id of the document recorded for ``url`` (exactly this string), or None.
+
+        A lookup by a 128-bit hash of the URL, checked against the document's own URL, so a
+        hash collision can only ever answer None.
+        """
+        value = self._txns.get(URLS_DB, url_key(url))
+        if value is None:
+            return None
+        doc_id = unpack_id(value)
+        record = self.document(doc_id)
+        return doc_id if record is not None and record.url == url else None
 
     def sketch(self, doc_id: int) -> Sketch | None:
         value = self._txns.get("sketches", pack_id(doc_id))
@@ -324,6 +349,17 @@ class Store:
 
     def read_log(self, runs: list[str] | None = None) -> Iterator[dict[str, Any]]:
         return read_log(self.path / "logs", runs)
+
+
+def url_key(url: str) -> bytes:
+    """The fixed-width key of a URL in the ``urls`` database: 16 bytes of BLAKE2b.
+
+    Fixed width keeps every key far below LMDB's 511-byte limit, whatever the URL's length.
+
+    >>> len(url_key("http://a.test/" + "x" * 5000))
+    16
+    """
+    return hashlib.blake2b(url.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _lock_writer(root: Path, name: str) -> BinaryIO:

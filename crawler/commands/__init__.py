@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from crawler.commands import compare, curve, recluster, verify
+from crawler.commands import compare, crawl, curve, demo, recluster, verify
 
 COMMANDS: dict[str, ModuleType] = {
+    "crawl": crawl,
+    "demo": demo,
     "recluster": recluster,
     "verify": verify,
     "compare": compare,

@@ -1,0 +1,207 @@
+"""``neardup crawl`` as a user runs it: the end summary, Ctrl-C and resume, one-line errors."""
+
+from __future__ import annotations
+
+import doctest
+import fcntl
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crawler.cli import main
+from crawler.server import Route, serve
+from dedup.params import SketchParams
+from storage.store import Store
+from storage.verify import verify_store
+from tests.crawler.test_faults import ORDERLY, ROOT, child_env, fault_site, kept_pages
+
+DEMO_OPTIONS = ["--set", "crawl.concurrency=1", "--set", "crawl.autothrottle=false",
+                "--set", "crawl.download_delay=0"]  # fmt: skip
+
+
+def neardup(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "crawler.cli", *argv], check=False, cwd=ROOT,
+                          env=child_env(), capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def crawled(demo_site: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    store = tmp_path_factory.mktemp("command") / "store"
+    proc = neardup("crawl", demo_site + "/", "--store", str(store), *DEMO_OPTIONS)
+    return {"store": store, "proc": proc, "base": demo_site}
+
+
+def test_the_end_summary_says_what_happened_and_where(crawled):
+    proc, store = crawled["proc"], crawled["store"]
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("crawl finished: 31 pages decided in ")
+    lines = {line.split()[0] + " " + line.split()[1]: line for line in out.splitlines()[1:6]}
+    assert lines["kept 21"].endswith(f"stored in {store / 'pages'}")
+    assert "exact duplicates 3" in " ".join(out.split())
+    assert "near duplicates 4" in " ".join(out.split())
+    assert "skipped 3 not_html 2, robots_txt 1" in " ".join(out.split())
+    log = next(line.split(None, 2)[2] for line in out.splitlines() if line.startswith("dedup log"))
+    assert Path(log).parent == store / "logs" and Path(log).is_file()
+    assert len(Path(log).read_text().splitlines()) == 31
+    assert f"neardup verify --store {store}" in out
+    # the progress line goes to stderr (plain lines: stderr is not a terminal here)
+    assert "31 pages" in proc.stderr and "kept 21 | dropped 7 (exact 3, near 4)" in proc.stderr
+    assert "Traceback" not in proc.stderr and "WARNING" not in proc.stderr
+    assert verify_store(store).ok
+
+
+def test_json_summary_and_a_repeated_crawl(crawled):
+    proc = neardup("crawl", crawled["base"] + "/", "--store", str(crawled["store"]),
+                   *DEMO_OPTIONS, "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads(proc.stdout)
+    assert proc.stderr == ""  # --json: no progress line
+    # every page was decided by the first crawl: the second passes over all of them
+    assert again["already_decided"] == 31 and again["decided"] == 0
+    assert again["reason"] == "finished" and again["interrupted"] is False
+    assert again["decisions"] == dict.fromkeys(
+        ["kept", "exact_duplicate", "near_duplicate", "contained", "skipped"], 0
+    )
+    assert again["stats"]["neardup/already_decided"] == 31
+    assert verify_store(crawled["store"]).warc_records == 21
+
+
+def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path):
+    store = tmp_path / "store"
+    with serve(fault_site()) as base:
+        command = ["crawl", base + "/", "--store", str(store), *ORDERLY]
+        proc = subprocess.Popen([sys.executable, "-m", "crawler.cli", *command], cwd=ROOT,
+                                env=child_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None:
+            logs = list((store / "logs").glob("*.jsonl")) if (store / "logs").is_dir() else []
+            if logs and logs[0].read_bytes().count(b"\n") >= 24:
+                break
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err[-3000:]
+        first = json.loads(out)
+        assert first["interrupted"] is True and first["reason"] == "shutdown"
+        assert 24 <= first["decided"] < 161
+        assert (store / "jobdir").is_dir() and not (store / "crawl.running").exists()
+        assert verify_store(store).ok
+
+        resumed = neardup(*command)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        second = json.loads(resumed.stdout)
+    assert second["resumed"] is True and second["notes"][0].startswith("resuming")
+    # the queue carried on: nothing decided twice, nothing missed, little fetched again
+    assert first["decided"] + second["decided"] == 161
+    assert second["already_decided"] <= 2
+    assert second["responses"] <= 161 - first["decided"] + 2
+    # breadth first, one request at a time: each original is met before its copies
+    kept = kept_pages(store)
+    assert len(kept) == 131
+    assert all("/mirror/" not in url and "/near/" not in url for url in kept)
+    assert not (store / "jobdir").exists()  # finished: nothing left to resume
+
+
+def test_an_idle_batch_commits_on_the_clock(tmp_path):
+    store = tmp_path / "store"
+    text = " ".join(f"word{i}" for i in range(60))
+    routes = {
+        "/": Route(body=f'<html><body><p>{text}</p><a href="/slow.html">slow</a></body></html>'),
+        "/slow.html": Route(body="<html><body><p>at last</p></body></html>", delay=3.0),
+    }
+    with serve(routes) as base:
+        command = ["crawl", base + "/", "--store", str(store), "--json",
+                   "--set", "crawl.batch_size=1000", "--set", "crawl.batch_seconds=0.3",
+                   "--set", "crawl.robots_txt=false", "--set", "crawl.autothrottle=false"]  # fmt: skip
+        proc = subprocess.Popen([sys.executable, "-m", "crawler.cli", *command], cwd=ROOT,
+                                env=child_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 30
+        logged = False
+        while time.monotonic() < deadline and proc.poll() is None:
+            logs = list((store / "logs").glob("*.jsonl")) if (store / "logs").is_dir() else []
+            if logs and logs[0].read_bytes().count(b"\n") >= 1:
+                logged = True
+                break
+            time.sleep(0.01)
+        # the first page's decision was committed (and logged) while the slow page was still
+        # being fetched: by the clock, as no further decision arrived to trigger a commit
+        still_crawling = proc.poll() is None
+        out, err = proc.communicate(timeout=30)
+    assert logged and still_crawling, err[-3000:]
+    summary = json.loads(out)
+    assert summary["decisions"]["kept"] == 2 and summary["stats"]["neardup/commits"] >= 2
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(["crawl", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("neardup crawl: error: "), captured.err
+    return lines[0].removeprefix("neardup crawl: error: ")
+
+
+def test_mistakes_are_one_line(tmp_path, capsys):
+    store = str(tmp_path / "store")
+    assert one_line_error(capsys, "ftp://example.org/", "--store", store) == (
+        "not an http(s) URL: 'ftp://example.org/' (e.g. https://example.org/)"
+    )
+    assert "not an http(s) URL: 'example.org'" in one_line_error(capsys, "example.org")
+    assert "'http://[::1'" in one_line_error(capsys, "http://[::1")
+    assert "unknown key 'crawl.concurency'" in one_line_error(
+        capsys, "http://127.0.0.1:9/", "--store", store, "--set", "crawl.concurency=2"
+    )
+    assert "crawl.concurrency must be a number >= 1; got 0" in one_line_error(
+        capsys, "http://127.0.0.1:9/", "--store", store, "--set", "crawl.concurrency=0"
+    )
+    missing = str(tmp_path / "nope.yaml")
+    assert f"cannot read config file {missing}" in one_line_error(
+        capsys, "http://127.0.0.1:9/", "--config", missing
+    )
+    assert not Path(store).exists()  # nothing was created for a command that was refused
+
+
+def test_store_mistakes_are_one_line(tmp_path, capsys):
+    other = tmp_path / "other"
+    with Store.open(other, SketchParams(size=50)):
+        pass
+    message = one_line_error(capsys, "http://127.0.0.1:9/", "--store", str(other))
+    assert "size" in message and "50" in message
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    assert "is not a directory" in one_line_error(capsys, "http://127.0.0.1:9/",
+                                                  "--store", str(afile))  # fmt: skip
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    with open(busy / "crawl.lock", "a+b") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write(b"4242")
+        held.flush()
+        assert one_line_error(capsys, "http://127.0.0.1:9/", "--store", str(busy)) == (
+            f"store {busy} is being crawled by another process (pid 4242)"
+        )
+
+
+def test_help_names_the_resume_and_the_log():
+    proc = neardup("crawl", "--help")
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    assert "Ctrl-C stops cleanly; the same command then resumes" in text
+    assert "<store>/logs/<run>.jsonl" in text
+
+
+def test_the_progress_line_doctests():
+    # crawler/ is outside pytest's doctest paths; its examples must still hold
+    import crawler.progress
+
+    result = doctest.testmod(crawler.progress)
+    assert result.attempted > 0 and result.failed == 0

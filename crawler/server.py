@@ -84,6 +84,9 @@ class _Quiet:
 
     server: _Server
     path: str
+    #: headers and body go out in separate writes; without this, Nagle's algorithm and delayed
+    #: ACKs hold every kept-alive response back by ~40 ms
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
         pass

@@ -51,6 +51,10 @@ NEARDUP_ALLOWED_DOMAINS: list[str] = list(_CRAWL.allowed_domains)  # [] = start 
 NEARDUP_INCLUDE: list[str] = list(_CRAWL.include)  # regexes; if any, a link must match one
 NEARDUP_EXCLUDE: list[str] = list(_CRAWL.exclude)  # regexes; a link matching one is not followed
 NEARDUP_MAX_PAGES = _CRAWL.max_pages  # URLs the spider schedules at most (0 = no limit)
+NEARDUP_CAP = 64  # clusters read per fingerprint: the boilerplate cap that keeps clustering O(rs)
+NEARDUP_RUN_ID = None  # name of this run's dedup log; None = start time and process id
+NEARDUP_PROGRESS = False  # the live progress line on stderr (neardup crawl turns it on)
+NEARDUP_PROGRESS_INTERVAL = 1.0  # seconds between two progress lines
 
 
 def neardup_defaults() -> dict[str, Any]:

@@ -48,6 +48,8 @@ DATABASES: dict[str, dict[str, bool]] = {
     "docs": {},
     # doc id → cluster id
     "doc_clusters": {},
+    # blake2b-128 of a URL → the doc id decided for it (a resumed crawl decides nothing twice)
+    "urls": {},
     # doc id → sketch bytes
     "sketches": {},
 }

@@ -52,10 +52,8 @@ from storage.pages import Page, PageStore, WarcPosition
 from storage.records import DocumentRecord, PageLocation
 
 #: URL → the document decided for it (``url_key`` of the URL → doc id), so that a resumed or
-#: repeated crawl recognises a page it has already decided. Registered here, by the one module
-#: that writes it, before any environment is opened (``acquire`` sizes ``max_dbs`` from the list).
+#: repeated crawl recognises a page it has already decided.
 URLS_DB = "urls"
-lmdb_env.DATABASES.setdefault(URLS_DB, {})
 
 MANIFEST_KEY = b"manifest"
 NEXT_DOC_KEY = b"next_doc_id"

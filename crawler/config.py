@@ -90,11 +90,27 @@ def _check(name: str, value: object, kind: type | tuple[type, ...], minimum: flo
 
 
 @dataclass(frozen=True)
+class ReviewParams:
+    """What the store keeps so people can audit decisions (``neardup explain``, ``report``)."""
+
+    #: keep the canonical text of dropped pages (compressed, in the store's index, not the WARCs)
+    keep_text: bool = True
+    #: canonical text longer than this (bytes of UTF-8, before compression) is cut to it
+    max_text_bytes: int = 262144
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.keep_text, bool):
+            raise ValueError(f"review.keep_text must be true or false; got {self.keep_text!r}")
+        _check("review.max_text_bytes", self.max_text_bytes, int, minimum=0)
+
+
+@dataclass(frozen=True)
 class Config:
     store: str = "neardup-store"
     sketch: SketchParams = field(default_factory=SketchParams)
     dedup: DedupParams = field(default_factory=DedupParams)
     crawl: CrawlParams = field(default_factory=CrawlParams)
+    review: ReviewParams = field(default_factory=ReviewParams)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (lists, not tuples), as config.yaml spells it."""
@@ -109,7 +125,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-_SECTIONS: dict[str, type] = {"sketch": SketchParams, "dedup": DedupParams, "crawl": CrawlParams}
+_SECTIONS: dict[str, type] = {
+    "sketch": SketchParams,
+    "dedup": DedupParams,
+    "crawl": CrawlParams,
+    "review": ReviewParams,
+}
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:

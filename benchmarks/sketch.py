@@ -1,0 +1,184 @@
+"""Speed of the dedup core on real HTML, beside the peers, in one run.
+
+    python -m benchmarks.sketch [--repeats 5] [--pages N] [--json]
+
+Measures, on Debian's Python and PostgreSQL documentation (installed by benchmarks.corpus):
+
+* canonicalisation MB/s of HTML, BeautifulSoup (the reference) and the fast lxml path;
+* tokens -> sketch for every sketch kind: shingles/s and documents/s;
+* the same token streams through datasketch ``MinHash(num_perm=128)`` and rensa
+  ``RMinHash(128)``, fed the same 4-word shingles (built from the tokens inside the timed region,
+  as ours are), and the ratios.
+
+Every figure is the median of ``--repeats`` runs; the machine is shared and noisy, so read the
+ratios, which compare runs made side by side, rather than the absolute numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from benchmarks.corpus import html_corpus
+from dedup.canonical import html_tokens
+from dedup.document import Sketcher
+from dedup.params import SketchParams
+
+SHINGLE = 4
+NUM_PERM = 128
+
+
+def median_seconds(work: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def shingle_strings(tokens: Sequence[str], w: int = SHINGLE) -> list[str]:
+    """The peers' input: each w-shingle as one string (a short document is one shingle)."""
+    if len(tokens) < w:
+        return [" ".join(tokens)] if tokens else []
+    return [" ".join(tokens[i : i + w]) for i in range(len(tokens) - w + 1)]
+
+
+def canonicalisation(pages: list[bytes], repeats: int, reference_pages: int) -> list[dict]:
+    rows = []
+    for engine, subset in (("reference", pages[:reference_pages]), ("fast", pages)):
+        size = sum(map(len, subset))
+
+        def work(subset: list[bytes] = subset, engine: str = engine) -> None:
+            for page in subset:
+                html_tokens(page, engine=engine)
+
+        seconds = median_seconds(work, repeats if engine == "fast" else 1)
+        rows.append({"what": f"canonicalise HTML ({engine})", "pages": len(subset),
+                     "MB/s": size / seconds / 1e6, "docs/s": len(subset) / seconds})
+    return rows
+
+
+def ours(streams: list[list[str]], repeats: int) -> list[dict]:
+    kinds = {
+        "min": SketchParams(kind="min", size=NUM_PERM, shingle_size=SHINGLE),
+        "mod": SketchParams(kind="mod", modulus=16, shingle_size=SHINGLE),
+        "minmod": SketchParams(kind="minmod", size=NUM_PERM, modulus=4, shingle_size=SHINGLE),
+        "tiered": SketchParams(kind="tiered", shingle_size=SHINGLE),
+        "permutation": SketchParams(kind="permutation", size=NUM_PERM, shingle_size=SHINGLE),
+        "min, option A": SketchParams(kind="min", size=NUM_PERM, shingle_size=SHINGLE,
+                                      option="A"),
+    }
+    shingles = sum(max(len(t) - SHINGLE + 1, 1 if t else 0) for t in streams)
+    rows = []
+    for label, params in kinds.items():
+        sketcher = Sketcher(params)
+
+        def work(sketcher: Sketcher = sketcher) -> None:
+            for tokens in streams:
+                sketcher.sketch_ids(sketcher.ids(tokens))
+
+        seconds = median_seconds(work, repeats)
+        rows.append({"what": f"neardup {label}", "docs/s": len(streams) / seconds,
+                     "shingles/s": shingles / seconds})
+    return rows
+
+
+def peers(streams: list[list[str]], repeats: int) -> list[dict]:
+    shingles = sum(max(len(t) - SHINGLE + 1, 1 if t else 0) for t in streams)
+    rows = []
+    try:
+        from datasketch import MinHash
+    except ImportError:
+        MinHash = None
+    if MinHash is not None:
+        template = MinHash(num_perm=NUM_PERM, seed=1)
+        # Reuse the permutations, as a careful datasketch user does: making them is not hashing.
+        extra = {"scheme": template.scheme} if hasattr(template, "scheme") else {}
+
+        def datasketch_work() -> None:
+            for tokens in streams:
+                m = MinHash(num_perm=NUM_PERM, seed=1, permutations=template.permutations, **extra)
+                m.update_batch([s.encode("utf-8") for s in shingle_strings(tokens)])
+
+        seconds = median_seconds(datasketch_work, repeats)
+        rows.append({"what": f"datasketch MinHash({NUM_PERM})", "docs/s": len(streams) / seconds,
+                     "shingles/s": shingles / seconds})
+    try:
+        from rensa import RMinHash
+    except ImportError:
+        RMinHash = None
+    if RMinHash is not None:
+
+        def rensa_work() -> None:
+            for tokens in streams:
+                m = RMinHash(num_perm=NUM_PERM, seed=1)
+                m.update(shingle_strings(tokens))
+                m.digest()
+
+        seconds = median_seconds(rensa_work, repeats)
+        rows.append({"what": f"rensa RMinHash({NUM_PERM})", "docs/s": len(streams) / seconds,
+                     "shingles/s": shingles / seconds})
+    return rows
+
+
+def render(rows: list[dict[str, Any]]) -> str:
+    cols = ["what", "pages", "MB/s", "docs/s", "shingles/s"]
+    cols = [c for c in cols if any(c in r for r in rows)]
+    out = [" | ".join(cols), " | ".join("---" for _ in cols)]
+    for r in rows:
+        cells = []
+        for c in cols:
+            v = r.get(c, "")
+            cells.append(f"{v:,.1f}" if isinstance(v, float) else str(v))
+        out.append(" | ".join(cells))
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--pages", type=int, default=0, help="use only the first N pages")
+    parser.add_argument("--reference-pages", type=int, default=200,
+                        help="pages for the (slow) BeautifulSoup measurement")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+
+    paths = html_corpus()
+    if args.pages:
+        paths = paths[: args.pages]
+    pages = [p.read_bytes() for p in paths]
+    print(f"corpus: {len(pages)} pages, {sum(map(len, pages)) / 1e6:.1f} MB; "
+          f"median of {args.repeats} runs", flush=True)
+    rows = canonicalisation(pages, args.repeats, args.reference_pages)
+    streams = [html_tokens(p) for p in pages]
+    streams = [t for t in streams if t]
+    rows += ours(streams, args.repeats)
+    rows += peers(streams, args.repeats)
+
+    by = {r["what"]: r for r in rows}
+    mine = by[f"neardup min"]["docs/s"]
+    ratios = {}
+    for peer in (f"datasketch MinHash({NUM_PERM})", f"rensa RMinHash({NUM_PERM})"):
+        if peer in by:
+            ratios[f"neardup MIN_{NUM_PERM} / {peer}"] = mine / by[peer]["docs/s"]
+    fast = by["canonicalise HTML (fast)"]["MB/s"]
+    ratios["fast / reference canonicaliser"] = fast / by["canonicalise HTML (reference)"]["MB/s"]
+
+    if args.json:
+        print(json.dumps({"rows": rows, "ratios": ratios}, indent=2))
+        return 0
+    print(render(rows))
+    print()
+    for name, value in ratios.items():
+        print(f"{name}: {value:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

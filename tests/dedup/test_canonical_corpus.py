@@ -1,0 +1,81 @@
+"""The two HTML engines give the same token streams on a real corpus (≥ 500 real pages).
+
+The corpus is Debian's Python and PostgreSQL documentation (benchmarks/corpus.py: ~1,700 pages,
+67 MB, Sphinx and DocBook HTML). BeautifulSoup reads about 2 MB/s, so the whole corpus costs
+~35 s; by default every third page is compared (≥ 500 pages, every kind of page in it), which
+keeps this module near 15 s. ``NEARDUP_CORPUS_PAGES=all`` compares every page.
+
+The reference is parsed once per page and gives both the word and the line streams, through the
+same functions ``html_tokens`` uses after ``extract``; the fast engine goes through the public
+``html_tokens`` for each unit, as the crawler does.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from benchmarks.corpus import html_corpus
+from dedup import canonical
+from dedup.canonical import decode_html, html_tokens
+from dedup.html_text import BREAK, extract_utf8
+
+MIN_PAGES = 500
+STRIDE = 3  # compare every third page unless NEARDUP_CORPUS_PAGES=all
+
+
+@pytest.fixture(scope="module")
+def pages() -> list[Path]:
+    try:
+        every = html_corpus(min_pages=MIN_PAGES)
+    except RuntimeError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"the HTML corpus is needed in CI: {exc}")
+        pytest.skip(f"no HTML corpus: {exc}")
+    if os.environ.get("NEARDUP_CORPUS_PAGES", "").lower() == "all":
+        return every
+    chosen = every[::STRIDE]
+    assert len(chosen) >= MIN_PAGES, f"only {len(chosen)} of {len(every)} pages chosen"
+    return chosen
+
+
+def _first_difference(fast: list[str], reference: list[str]) -> str:
+    """Where two streams part, with the tokens around it."""
+    at = next(
+        (i for i, (a, b) in enumerate(zip(fast, reference)) if a != b),
+        min(len(fast), len(reference)),
+    )
+    lo = max(0, at - 5)
+    return (
+        f"first difference at token {at} (fast {len(fast)} tokens, reference {len(reference)})\n"
+        f"      fast: {fast[lo : at + 5]}\n"
+        f"  reference: {reference[lo : at + 5]}"
+    )
+
+
+def test_engines_agree_on_real_pages(pages: list[Path]) -> None:
+    differences = []
+    tokens = 0
+    for page in pages:
+        html = decode_html(page.read_bytes())
+        marked = extract_utf8(html, "reference")
+        expected = {"word": canonical._words(marked), "line": canonical._lines(marked, BREAK)}
+        tokens += len(expected["word"])
+        for unit, reference in expected.items():
+            fast = html_tokens(html, unit, "fast")
+            if fast != reference:
+                differences.append(f"{page} [{unit}]: {_first_difference(fast, reference)}")
+    if differences:
+        listing = "\n".join(differences)
+        pytest.fail(f"{len(differences)} differing streams in {len(pages)} pages:\n{listing}")
+    # the pages are real documents, not empty shells
+    assert tokens > 1000 * len(pages)
+
+
+def test_corpus_is_installed_once(pages: list[Path]) -> None:
+    again = html_corpus(min_pages=MIN_PAGES)
+    assert set(pages) <= set(again)
+    assert all(page.suffix == ".html" and page.is_file() for page in again)
+    assert again == sorted(again)

@@ -17,6 +17,7 @@ from crawler.commands.common import (
 )
 from crawler.config import apply_overrides
 from crawler.inputs import InputError, SourceDocument, read_jsonl, read_store, read_warc
+from storage.errors import StoreError
 
 HELP = "cluster a corpus (a store, WARC files, JSON Lines) into near-duplicate clusters"
 DESCRIPTION = """\
@@ -36,6 +37,8 @@ examples:
   neardup recluster --warc crawl-*.warc.gz -o clusters.jsonl --threshold 0.8
   neardup recluster --jsonl corpus.jsonl --text-field body --sketch tiered --containment 0.9
   neardup recluster --store neardup-store --shingle-size 8 --json
+  neardup recluster --store neardup-store --diff --threshold 0.8
+                                        which pages a threshold of 0.8 would drop or keep
 """
 
 
@@ -51,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="clusters, one JSON line per document (default: clusters.jsonl; - for stdout)")
     out.add_argument("--json", action="store_true", help="print the summary as JSON")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    out.add_argument("--diff", action="store_true",
+                     help="with --store: which crawl-time decisions these parameters would "
+                          "change (a table, or --json; writes no clusters file)")
     cl = parser.add_argument_group("clustering (default: the config's dedup section)")
     cl.add_argument("--threshold", type=float, help="resemblance needed to join a cluster")
     cl.add_argument("--containment", type=float,
@@ -92,8 +98,14 @@ def run(args: argparse.Namespace) -> int:
         config = apply_overrides(config, overrides)
     if args.cap < 1:
         raise UserError(f"--cap must be at least 1; got {args.cap}")
-    if args.index and Path(args.index).exists() and any(Path(args.index).iterdir()):
-        raise UserError(f"--index {args.index} is not empty; name a new directory")
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError(f"--jobs must be at least 1; got {args.jobs}")
+    if args.index:
+        _check_index_dir(Path(args.index))
+    if args.diff:
+        from crawler.recluster_diff import run_diff
+
+        return run_diff(args, config)
 
     bar = None
     if not args.quiet:
@@ -116,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
             _sources(args), config.sketch, config.dedup, out=handle, index_dir=args.index,
             jobs=args.jobs, cap=args.cap, on_progress=progress if bar is not None else None,
         )
-    except InputError as exc:
+    except (InputError, StoreError) as exc:
         raise UserError(str(exc)) from None
     finally:
         if bar is not None:
@@ -150,6 +162,18 @@ def run(args: argparse.Namespace) -> int:
     ]
     print("\n".join(lines), file=sys.stderr if out else sys.stdout)
     return 0
+
+
+def _check_index_dir(path: Path) -> None:
+    """--index must be a new or empty directory that can be created and written."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"--index {path} is not a directory; name a new directory")
+    if path.is_dir() and any(path.iterdir()):
+        raise UserError(f"--index {path} is not empty; name a new directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create --index {path}: {exc.strerror}") from None
 
 
 def _store_sketch_params(path: str) -> dict[str, object]:

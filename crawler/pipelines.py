@@ -32,7 +32,9 @@ Settings (defaults in :mod:`crawler.settings`): ``NEARDUP_ENABLED``, ``NEARDUP_S
 relative path goes under the project's ``.scrapy/``, as ``HTTPCACHE_DIR`` does),
 ``NEARDUP_SKETCH``, ``NEARDUP_THRESHOLD``, ``NEARDUP_CONTAINMENT``,
 ``NEARDUP_REPRESENTATIVE``, ``NEARDUP_CANONICALISER``, ``NEARDUP_BATCH_SIZE``,
-``NEARDUP_BATCH_SECONDS``; also ``NEARDUP_CAP`` (clusters read per fingerprint, default 64) and
+``NEARDUP_BATCH_SECONDS``, ``NEARDUP_KEEP_TEXT`` and ``NEARDUP_MAX_TEXT_BYTES`` (the
+canonical text of each dropped page, kept compressed in the store for ``neardup explain``, cut
+to that many bytes); also ``NEARDUP_CAP`` (clusters read per fingerprint, default 64) and
 ``NEARDUP_RUN_ID`` (the dedup log's file name; default: start time and process id).
 """
 
@@ -47,6 +49,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem, NotConfigured
 
+from crawler.review import stored_text
 from crawler.session import DedupSession, Pending
 from dedup.canonical import html_tokens, text_tokens
 from storage.records import DocumentRecord
@@ -251,6 +254,10 @@ class DedupPipeline:
                 page.url, kind, time.time(), assignment.cluster_id, made.content_hash
             )
             store.put_document(doc_id, record, made.sketch)
+            if kind != "kept" and s.config.keep_text:
+                # a dropped page reaches no WARC file: keep its text so the drop can be explained
+                unit = s.config.sketch.unit
+                store.put_text(doc_id, stored_text(tokens, unit, s.config.max_text_bytes))
             duplicate_of = None
             if decision.duplicate_of is not None:
                 original = store.document(decision.duplicate_of)

@@ -88,6 +88,10 @@ class SessionSettings:
     batch_seconds: float
     cap: int
     run_id: str | None
+    #: keep the canonical text of dropped pages in the store (review.keep_text)
+    keep_text: bool = defaults.NEARDUP_KEEP_TEXT
+    #: a longer text is cut to this many UTF-8 bytes (review.max_text_bytes)
+    max_text_bytes: int = defaults.NEARDUP_MAX_TEXT_BYTES
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SessionSettings:
@@ -115,6 +119,9 @@ class SessionSettings:
             raise ValueError(f"NEARDUP_BATCH_SECONDS must be >= 0; got {batch_seconds}")
         if cap < 1:
             raise ValueError(f"NEARDUP_CAP must be at least 1; got {cap}")
+        max_text_bytes = settings.getint("NEARDUP_MAX_TEXT_BYTES", defaults.NEARDUP_MAX_TEXT_BYTES)
+        if max_text_bytes < 0:
+            raise ValueError(f"NEARDUP_MAX_TEXT_BYTES must be >= 0; got {max_text_bytes}")
         store = settings.get("NEARDUP_STORE", defaults.NEARDUP_STORE)
         if not store:
             raise ValueError("NEARDUP_STORE must name a directory")
@@ -126,6 +133,8 @@ class SessionSettings:
             batch_seconds=batch_seconds,
             cap=cap,
             run_id=settings.get("NEARDUP_RUN_ID") or None,
+            keep_text=settings.getbool("NEARDUP_KEEP_TEXT", defaults.NEARDUP_KEEP_TEXT),
+            max_text_bytes=max_text_bytes,
         )
 
 

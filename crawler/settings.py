@@ -51,6 +51,8 @@ NEARDUP_ALLOWED_DOMAINS: list[str] = list(_CRAWL.allowed_domains)  # [] = start 
 NEARDUP_INCLUDE: list[str] = list(_CRAWL.include)  # regexes; if any, a link must match one
 NEARDUP_EXCLUDE: list[str] = list(_CRAWL.exclude)  # regexes; a link matching one is not followed
 NEARDUP_MAX_PAGES = _CRAWL.max_pages  # URLs the spider schedules at most (0 = no limit)
+NEARDUP_KEEP_TEXT = _CONFIG.review.keep_text  # keep dropped pages' canonical text (explain)
+NEARDUP_MAX_TEXT_BYTES = _CONFIG.review.max_text_bytes  # a longer kept text is cut to this
 NEARDUP_CAP = 64  # clusters read per fingerprint: the boilerplate cap that keeps clustering O(rs)
 NEARDUP_RUN_ID = None  # name of this run's dedup log; None = start time and process id
 NEARDUP_PROGRESS = False  # the live progress line on stderr (neardup crawl turns it on)
@@ -118,6 +120,8 @@ def scrapy_settings(config: Config) -> dict[str, Any]:
             "NEARDUP_ALLOWED_DOMAINS": list(crawl.allowed_domains),
             "NEARDUP_INCLUDE": list(crawl.include),
             "NEARDUP_EXCLUDE": list(crawl.exclude),
+            "NEARDUP_KEEP_TEXT": config.review.keep_text,
+            "NEARDUP_MAX_TEXT_BYTES": config.review.max_text_bytes,
         }
     )
     return settings

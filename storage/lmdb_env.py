@@ -52,7 +52,13 @@ DATABASES: dict[str, dict[str, bool]] = {
     "urls": {},
     # doc id → sketch bytes
     "sketches": {},
+    # doc id → zlib-compressed UTF-8 canonical text of a dropped page (neardup explain)
+    "texts": {},
 }
+
+#: databases added after the first stores were made: a read-only open of an older store goes
+#: without them (a writable open creates them), so readers never refuse a store for lacking one
+OPTIONAL_DATABASES = frozenset({"texts"})
 
 #: the widest key any database uses (cluster id ‖ sequence number in member_fps)
 WIDEST_KEY = 16
@@ -123,15 +129,18 @@ def acquire(directory: Path, *, readonly: bool, map_size: int) -> Shared:
             raise RuntimeError(f"LMDB max_key_size {env.max_key_size()} < {WIDEST_KEY} bytes")
         if not readonly:
             env.reader_check()  # free reader slots left by killed processes
-        dbs = {
-            name: env.open_db(
-                name.encode(),
-                create=not readonly,
-                dupsort=flags.get("dupsort", False),
-                dupfixed=flags.get("dupfixed", False),
-            )
-            for name, flags in DATABASES.items()
-        }
+        dbs: dict[str, Database] = {}
+        for name, flags in DATABASES.items():
+            try:
+                dbs[name] = env.open_db(
+                    name.encode(),
+                    create=not readonly,
+                    dupsort=flags.get("dupsort", False),
+                    dupfixed=flags.get("dupfixed", False),
+                )
+            except lmdb.NotFoundError:
+                if not (readonly and name in OPTIONAL_DATABASES):
+                    raise
     except BaseException:
         env.close()
         raise

@@ -3,7 +3,8 @@
 ::
 
     neardup-store/
-      index/          one LMDB environment: the cluster index, the documents, the meta data
+      index/          one LMDB environment: the cluster index, the documents, the meta data,
+                      the canonical texts of dropped pages (zlib, for neardup explain)
       pages/          pages-00001.warc.gz, ...: the kept pages (storage.pages)
       logs/           <run-id>.jsonl: every decision (storage.log)
       manifest.json   the parameters the sketches were made with (storage.manifest)
@@ -31,6 +32,7 @@ import fcntl
 import hashlib
 import os
 import struct
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -54,6 +56,9 @@ from storage.records import DocumentRecord, PageLocation
 #: URL → the document decided for it (``url_key`` of the URL → doc id), so that a resumed or
 #: repeated crawl recognises a page it has already decided.
 URLS_DB = "urls"
+#: doc id → the zlib-compressed UTF-8 canonical text of a dropped page, so that its drop can be
+#: explained after the crawl (a dropped page never reaches the WARC files)
+TEXTS_DB = "texts"
 
 MANIFEST_KEY = b"manifest"
 NEXT_DOC_KEY = b"next_doc_id"
@@ -258,15 +263,37 @@ class Store:
         The URL is indexed too (:meth:`find_url`); a later document with the same URL takes the
         URL over.
         """
-        if isinstance(doc_id, bool) or not isinstance(doc_id, int) or not 0 <= doc_id <= _MAX_ID:
-            raise ValueError(f"doc_id must be an integer in [0, 2**63); got {doc_id!r}")
-        key = pack_id(doc_id)
+        key = pack_id(_checked_id(doc_id))
         self._txns.put("docs", key, record.to_bytes())
         self._txns.put(URLS_DB, url_key(record.url), key)
         if sketch is not None:
             self._txns.put("sketches", key, sketch.to_bytes())
         if doc_id >= self._next_doc_id():  # ids chosen by the caller are never handed out again
             self._txns.put("meta", NEXT_DOC_KEY, pack_id(doc_id + 1))
+
+    def put_text(self, doc_id: int, text: str) -> None:
+        """Keep a document's canonical text, zlib-compressed, beside its record.
+
+        For dropped pages, whose text is nowhere else (``neardup explain`` shows it). The
+        document must already be recorded, in this batch or before: a text never outlives the
+        decision it explains. Writing again replaces the text.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be str; got {type(text).__name__}")
+        key = pack_id(_checked_id(doc_id))
+        if self._txns.get("docs", key) is None:
+            raise ValueError(f"no document {doc_id} in the store: record it before its text")
+        self._txns.put(TEXTS_DB, key, zlib.compress(text.encode("utf-8", "surrogatepass")))
+
+    def text(self, doc_id: int) -> str | None:
+        """The canonical text kept for ``doc_id``, or None (none kept, or a store made before
+        texts were kept)."""
+        if TEXTS_DB not in self._txns.dbs:  # an older store opened read-only
+            return None
+        value = self._txns.get(TEXTS_DB, pack_id(_checked_id(doc_id)))
+        if value is None:
+            return None
+        return zlib.decompress(value).decode("utf-8", "surrogatepass")
 
     def _next_doc_id(self) -> int:
         value = self._txns.get("meta", NEXT_DOC_KEY)
@@ -347,6 +374,12 @@ class Store:
 
     def read_log(self, runs: list[str] | None = None) -> Iterator[dict[str, Any]]:
         return read_log(self.path / "logs", runs)
+
+
+def _checked_id(doc_id: int) -> int:
+    if isinstance(doc_id, bool) or not isinstance(doc_id, int) or not 0 <= doc_id <= _MAX_ID:
+        raise ValueError(f"doc_id must be an integer in [0, 2**63); got {doc_id!r}")
+    return doc_id
 
 
 def url_key(url: str) -> bytes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from crawler.commands import compare, crawl, curve, demo, recluster, verify
+from crawler.commands import compare, crawl, curve, demo, explain, log, recluster, report, verify
 
 COMMANDS: dict[str, ModuleType] = {
     "crawl": crawl,
@@ -13,4 +13,7 @@ COMMANDS: dict[str, ModuleType] = {
     "verify": verify,
     "compare": compare,
     "curve": curve,
+    "log": log,
+    "explain": explain,
+    "report": report,
 }

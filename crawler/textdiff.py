@@ -1,0 +1,382 @@
+"""Two token streams side by side, shared passages plain, differing passages marked.
+
+``neardup explain`` shows a dropped page beside the page it duplicated. The streams are the
+canonical tokens the sketches were made from, so what is marked here is exactly what the
+resemblance measured, not the markup or the punctuation the canonicaliser ignored.
+
+The alignment is :class:`difflib.SequenceMatcher` over tokens (its "junk" heuristic on, so that a
+long page of common words stays fast). Each column flows as text; the columns are re-aligned at
+the start of every *hunk*, a run of differences and the short shared passages between them.
+Long shared passages between hunks are shown once per column (``context=None``) or cut to
+``context`` tokens on each side of a difference, the rest counted in one line.
+
+Marking: on a terminal, words only in A are red and words only in B green (:func:`use_colour`
+decides, following https://no-color.org). Elsewhere the marks are plain text, as ``wdiff`` writes
+them: ``[-only in A-]`` and ``{+only in B+}``; a ``*`` between the columns flags a line with a
+difference.
+
+>>> a = "the walk starts at the old mill and climbs the fell".split()
+>>> b = "the walk starts at the new mill and climbs the fell".split()
+>>> [(p.kind, p.a_text, p.b_text) for p in differences(a, b)]
+[('replace', 'old', 'new')]
+>>> print(side_by_side(a, b, width=43, titles=("A", "B")))
+A                    | B
+---------------------+---------------------
+the walk starts at   | the walk starts at
+the [-old-] mill and * the {+new+} mill and
+climbs the fell      | climbs the fell
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from typing import IO, Any
+
+__all__ = [
+    "Passage",
+    "differences",
+    "passages",
+    "side_by_side",
+    "truncate_middle",
+    "use_colour",
+    "width_of",
+]
+
+#: how the tokens of each unit are joined back into text
+SEPARATORS = {"word": " ", "char": "", "line": "\n"}
+_NOUNS = {"word": "words", "char": "characters", "line": "lines"}
+
+_RED, _GREEN, _DIM, _RESET = "\x1b[1;31m", "\x1b[1;32m", "\x1b[2m", "\x1b[0m"
+_PLAIN_MARKS = {"del": ("[-", "-]"), "ins": ("{+", "+}")}
+_COLOURS = {"del": _RED, "ins": _GREEN, "dim": _DIM}
+
+# (kind, a_start, a_end, b_start, b_end), as SequenceMatcher.get_opcodes gives them
+_Opcode = tuple[str, int, int, int, int]
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One stretch of the alignment: ``a[a_start:a_end]`` against ``b[b_start:b_end]``.
+
+    ``kind`` is ``equal`` (shared), ``replace`` (different text in both), ``delete`` (only in
+    A) or ``insert`` (only in B), as :meth:`difflib.SequenceMatcher.get_opcodes` names them.
+    """
+
+    kind: str
+    a_start: int
+    a_end: int
+    b_start: int
+    b_end: int
+    #: the passage's text in A and in B, tokens joined as their unit is
+    a_text: str
+    b_text: str
+
+    @property
+    def shared(self) -> bool:
+        return self.kind == "equal"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "a": [self.a_start, self.a_end],
+            "b": [self.b_start, self.b_end],
+            "a_text": self.a_text,
+            "b_text": self.b_text,
+        }
+
+
+def _opcodes(a: Sequence[str], b: Sequence[str]) -> list[_Opcode]:
+    # autojunk stays on: without it 40,000 words of ordinary text took two minutes to align
+    # (common words match everywhere); with it, a third of a second
+    return SequenceMatcher(None, list(a), list(b)).get_opcodes()
+
+
+def passages(a: Sequence[str], b: Sequence[str], unit: str = "word") -> list[Passage]:
+    """The whole alignment of ``a`` and ``b``, shared and differing passages in order.
+
+    >>> [p.kind for p in passages(["x", "y", "z"], ["x", "z", "w"])]
+    ['equal', 'delete', 'equal', 'insert']
+    """
+    sep = _separator(unit)
+    return [
+        Passage(kind, i1, i2, j1, j2, sep.join(a[i1:i2]), sep.join(b[j1:j2]))
+        for kind, i1, i2, j1, j2 in _opcodes(a, b)
+    ]
+
+
+def differences(a: Sequence[str], b: Sequence[str], unit: str = "word") -> list[Passage]:
+    """Only the passages that differ (what a reader looks for first)."""
+    return [p for p in passages(a, b, unit) if not p.shared]
+
+
+# --- layout helpers ---------------------------------------------------------------------------
+
+
+def width_of(text: str) -> int:
+    """Terminal cells ``text`` takes: wide East Asian characters two, combining marks none.
+
+    >>> width_of("abc"), width_of("日本"), width_of("e\\u0301")
+    (3, 4, 1)
+    """
+    if text.isascii():
+        return len(text)
+    cells = 0
+    for char in text:
+        if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+            continue
+        cells += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+    return cells
+
+
+def _fit(text: str, cells: int) -> str:
+    """The longest prefix of ``text`` that takes at most ``cells`` cells."""
+    if width_of(text) <= cells:
+        return text
+    out, used = [], 0
+    for char in text:
+        w = width_of(char)
+        if used + w > cells:
+            break
+        out.append(char)
+        used += w
+    return "".join(out)
+
+
+def truncate_middle(text: str, width: int, ellipsis: str = "…") -> str:
+    """``text`` cut in the middle to at most ``width`` cells, so both ends stay readable.
+
+    URLs differ at their ends (host, last path segment), so the middle is what goes.
+
+    >>> truncate_middle("http://example.org/a/very/long/path/page.html", 30)
+    'http://example.…path/page.html'
+    >>> truncate_middle("short", 30)
+    'short'
+    """
+    if width_of(text) <= width:
+        return text
+    room = width - width_of(ellipsis)
+    if room <= 0:
+        return _fit(ellipsis, width)
+    head = _fit(text, (room + 1) // 2)
+    tail_cells = room - width_of(head)
+    tail = ""
+    for char in reversed(text):
+        if width_of(tail) + width_of(char) > tail_cells:
+            break
+        tail = char + tail
+    return head + ellipsis + tail
+
+
+def use_colour(stream: IO[str] | Any, mode: str = "auto") -> bool:
+    """Whether to colour output for ``stream``: ``always``, ``never``, or ``auto``.
+
+    ``auto`` colours only a terminal, and never when ``NO_COLOR`` is set to a non-empty value
+    (https://no-color.org) or ``TERM`` is ``dumb``.
+    """
+    if mode not in ("auto", "always", "never"):
+        raise ValueError(f"colour mode must be auto, always or never; got {mode!r}")
+    if mode != "auto":
+        return mode == "always"
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed stream
+        return False
+
+
+def _separator(unit: str) -> str:
+    if unit not in SEPARATORS:
+        raise ValueError(f"unit must be one of {', '.join(SEPARATORS)}; got {unit!r}")
+    return SEPARATORS[unit]
+
+
+# --- the side-by-side view --------------------------------------------------------------------
+
+# a piece of a column: its text and its style (None = shared, "del", "ins", "dim")
+_Piece = tuple[str, str | None]
+
+
+@dataclass
+class _Row:
+    """One aligned block: the two columns start on the same line."""
+
+    left: list[_Piece]
+    right: list[_Piece]
+    #: "hunk" (differences and short shared passages), "shared" or "elided"
+    kind: str
+
+
+def _rows(
+    a: Sequence[str], b: Sequence[str], ops: list[_Opcode], keep: int, elide: bool, noun: str
+) -> list[_Row]:
+    """Group the opcodes into hunks, cutting every shared passage longer than ``2·keep``."""
+    rows: list[_Row] = []
+    hunk: _Row | None = None
+
+    def close() -> None:
+        nonlocal hunk
+        if hunk is not None and (hunk.left or hunk.right):
+            rows.append(hunk)
+        hunk = None
+
+    def add(kind: str, i1: int, i2: int, j1: int, j2: int) -> None:
+        nonlocal hunk
+        if hunk is None:
+            hunk = _Row([], [], "hunk")
+        if kind == "equal":
+            hunk.left += [(t, None) for t in a[i1:i2]]
+            hunk.right += [(t, None) for t in b[j1:j2]]
+            return
+        hunk.left += [(t, "del") for t in a[i1:i2]]
+        hunk.right += [(t, "ins") for t in b[j1:j2]]
+
+    last = len(ops) - 1
+    for n, (kind, i1, i2, j1, j2) in enumerate(ops):
+        length = i2 - i1
+        if kind != "equal" or length <= 2 * keep:
+            add(kind, i1, i2, j1, j2)
+            continue
+        # a long shared passage: context for the hunks around it, the middle on its own
+        before = keep if n > 0 else 0
+        after = keep if n < last else 0
+        if before:
+            add("equal", i1, i1 + before, j1, j1 + before)
+        close()
+        middle = a[i1 + before : i2 - after]
+        if elide:
+            many = noun if len(middle) != 1 else noun[:-1]
+            count = [(f"... {len(middle):,} shared {many} ...", "dim")]
+            rows.append(_Row(list(count), list(count), "elided"))
+        else:
+            shared = [(t, None) for t in middle]
+            rows.append(_Row(shared, list(shared), "shared"))
+        if after:
+            add("equal", i2 - after, i2, j2 - after, j2)
+    close()
+    return rows
+
+
+def _marked(pieces: list[_Piece], colour: bool) -> list[_Piece]:
+    """Plain output: put wdiff's brackets around each run of marked tokens."""
+    if colour:
+        return pieces
+    out: list[_Piece] = []
+    for n, (text, style) in enumerate(pieces):
+        if style in _PLAIN_MARKS:
+            opening, closing = _PLAIN_MARKS[style]
+            if n == 0 or pieces[n - 1][1] != style:
+                text = opening + text
+            if n == len(pieces) - 1 or pieces[n + 1][1] != style:
+                text = text + closing
+        out.append((text, style))
+    return out
+
+
+def _wrap(pieces: list[_Piece], width: int, sep: str) -> list[list[_Piece]]:
+    """Greedy wrapping at token boundaries; a token wider than a line is cut into lines.
+
+    With ``sep == "\\n"`` (line tokens) every token starts a line of its own.
+    """
+    lines: list[list[_Piece]] = []
+    line: list[_Piece] = []
+    used = 0
+
+    def flush() -> None:
+        nonlocal line, used
+        if line:
+            lines.append(line)
+        line, used = [], 0
+
+    for text, style in pieces:
+        cells = width_of(text)
+        if sep == "\n" or (line and used + len(sep) + cells > width):
+            flush()
+        while cells > width:  # a token longer than the column: cut it
+            part = _fit(text, width) or text[0]
+            lines.append([(part, style)])
+            text = text[len(part) :]
+            cells = width_of(text)
+        if not text:
+            continue
+        if line and sep:
+            # inside a run of one style the separator takes it too (one colour span, not many)
+            line.append((sep, style if line[-1][1] == style else None))
+            used += len(sep)
+        line.append((text, style))
+        used += cells
+    flush()
+    return lines
+
+
+def _render(line: list[_Piece], width: int, colour: bool) -> str:
+    cells = sum(width_of(text) for text, _ in line)
+    if colour:
+        runs: list[_Piece] = []
+        for text, style in line:  # one escape sequence per run of a style
+            if runs and runs[-1][1] == style:
+                runs[-1] = (runs[-1][0] + text, style)
+            else:
+                runs.append((text, style))
+        body = "".join(f"{_COLOURS[s]}{t}{_RESET}" if s else t for t, s in runs)
+    else:
+        body = "".join(t for t, _ in line)
+    return body + " " * max(0, width - cells)
+
+
+def side_by_side(
+    a: Sequence[str],
+    b: Sequence[str],
+    *,
+    width: int = 80,
+    colour: bool = False,
+    context: int | None = 12,
+    unit: str = "word",
+    titles: tuple[str, str] = ("A", "B"),
+) -> str:
+    """``a`` (left) beside ``b`` (right) in ``width`` columns, differences marked.
+
+    ``context``: shared tokens shown on each side of a difference, the rest of a long shared
+    passage counted in one line; ``None`` shows every token. ``unit`` says how the tokens are
+    joined into text (``word``: with spaces, ``char``: directly, ``line``: one per line).
+    """
+    sep = _separator(unit)
+    if width < 23:
+        raise ValueError(f"width must be at least 23 columns; got {width}")
+    if context is not None and context < 0:
+        raise ValueError(f"context must be >= 0 or None; got {context}")
+    column = (width - 3) // 2
+    ops = _opcodes(a, b)
+    head = [
+        (_cell(titles[0], column) + " | " + truncate_middle(titles[1], column)).rstrip(),
+        f"{'-' * column}-+-{'-' * column}",
+    ]
+    if all(kind == "equal" for kind, *_ in ops):
+        noun = _NOUNS[unit]
+        head += textwrap.wrap(f"(identical: the same {len(a):,} {noun} in both)", width)
+        return "\n".join(head)
+    keep = 8 if context is None else context
+    out = list(head)
+    for row in _rows(a, b, ops, keep, context is not None, _NOUNS[unit]):
+        row_sep = sep if row.kind != "elided" else " "
+        left = _wrap(_marked(row.left, colour), column, row_sep)
+        right = _wrap(_marked(row.right, colour), column, row_sep)
+        for n in range(max(len(left), len(right))):
+            lp = left[n] if n < len(left) else []
+            rp = right[n] if n < len(right) else []
+            changed = any(s in ("del", "ins") for _, s in lp + rp)
+            gutter = " * " if changed else " | "
+            out.append((_render(lp, column, colour) + gutter + _render(rp, 0, colour)).rstrip())
+    return "\n".join(out)
+
+
+def _cell(text: str, width: int) -> str:
+    """``text`` in exactly ``width`` cells: cut in the middle, or padded."""
+    text = truncate_middle(text, width)
+    return text + " " * max(0, width - width_of(text))

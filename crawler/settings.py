@@ -124,6 +124,9 @@ def scrapy_settings(config: Config) -> dict[str, Any]:
             "NEARDUP_MAX_TEXT_BYTES": config.review.max_text_bytes,
         }
     )
+    # our settings that config.yaml does not carry (cap, run id, progress) keep their defaults
+    for name, value in neardup_defaults().items():
+        settings.setdefault(name, value)
     return settings
 
 

@@ -338,7 +338,7 @@ class _EventText:
             self.pre += 1
 
     def end(self, tag: str) -> None:
-        tag = self.stack.pop()
+        tag = self.stack.pop() if self.stack else tag
         if tag in REMOVED_TAGS:
             self.removed -= 1
         elif self.removed:
@@ -366,12 +366,13 @@ def _by_events(data: bytes) -> str:
 def _fast(data: bytes, lines: bool) -> bytes:
     local = _local
     root = etree.fromstring(data, local.parser)
-    if root is None:  # nothing but whitespace, comments, ...
-        return b""
     log = local.parser.error_log
     if log and any(error.level == etree.ErrorLevels.FATAL for error in log):
-        # libxml2 stopped building the tree (too deep): the rest of the document is not in it
+        # libxml2 stopped building the tree at one of its limits (deeper than 256 levels, a
+        # text node over 10 MB): the rest of the document is not in it
         return _by_events(data).encode("utf-8")
+    if root is None:  # nothing but whitespace, comments, ...
+        return b""
     return bytes((local.lines if lines else local.words)(root))
 
 

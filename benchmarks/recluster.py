@@ -1,0 +1,688 @@
+"""``neardup recluster`` measured: accuracy and speed against datasketch, and scale, in one run.
+
+    python -m benchmarks.recluster [--threshold 0.8] [--repeats 3] [--json]
+    python -m benchmarks.recluster --skip-scale          # accuracy and speed only
+    python -m benchmarks.recluster --sizes 10000,100000  # a shorter scale run
+
+**Accuracy.** At least 3,000 real pages (Debian's documentation, :mod:`benchmarks.corpus`) plus
+edited copies of a third of them (:mod:`benchmarks.edits`: a copyright line, changed words, a
+dropped paragraph, rewritten navigation), in a shuffled, seeded order. Both pipelines see the
+same canonical token streams (``html_tokens``) and the same 4-word shingles and apply the same
+greedy rule (a document joins the most resembling earlier cluster at or above the threshold,
+compared with the cluster's first member, else starts a cluster):
+
+* **ours**: the real :func:`crawler.recluster.recluster` path (MIN_100 of Rabin fingerprints,
+  the O(rs) fingerprint → cluster index in LMDB);
+* **datasketch**: ``MinHash(num_perm=128)`` and ``MinHashLSH(threshold, num_perm=128)``: query
+  the LSH for candidate representatives, join the best by estimated Jaccard at or above the
+  threshold, else insert the document as a new representative.
+
+Judged against the exact resemblance (Option B: Jaccard of the sets of 4-word shingles):
+
+* a **false drop** is a member whose exact resemblance to its representative is below
+  threshold − 0.1;
+* a **missed duplicate** is a representative with an earlier representative at exact
+  resemblance ≥ threshold + 0.1. Such pairs are found exactly, without comparing all pairs, by
+  a prefix-filter join (:func:`similar_pairs`).
+
+**Speed.** Documents per second end to end: read the files, canonicalise, sketch, cluster, write
+clusters.jsonl; ours with 2 worker processes and with 1, datasketch in one process (it has no
+pool of its own; its MinHash permutations are made once and shared, which is the fastest way to
+use it). Median of ``--repeats`` runs, in wall time and in CPU time (this process and its
+workers): the machine is shared, and CPU time does not count waiting for a core. Reading and
+canonicalising alone is timed too: both pipelines pay it, so it bounds how far ahead any
+sketching and clustering can put one of them.
+
+**Scale.** Synthetic MIN_100 sketches (random values; a planted fraction are near copies of an
+earlier document) through :class:`dedup.cluster.GreedyClusterer` over the LMDB
+:class:`storage.store.Store` index, as ``recluster`` drives it (batches of
+:data:`crawler.recluster.BATCH`, a document record each). Each size runs in a fresh process, so
+the peak RSS (``getrusage``) is its own. The paper's claim is O(rs): the time per document
+should not grow with the number of documents. A size that exceeds ``--scale-budget`` seconds of
+clustering is stopped and reported as such, with the rate it had reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.edits import edit_page
+from crawler.inputs import SourceDocument
+from crawler.recluster import BATCH, recluster
+from dedup.canonical import html_tokens
+from dedup.document import Sketcher
+from dedup.params import DedupParams, SketchParams
+
+SHINGLE = 4
+NUM_PERM = 128
+#: the accuracy columns: our default MIN_100, our MIN_128 (datasketch's sample size), datasketch
+SAME_SIZE = "ours, MIN_128"
+ACCURACY_ROWS = ("ours, 2 jobs", SAME_SIZE, "datasketch")
+MIN_PAGES = 3000
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- the corpus ----------------------------------------------------------------------------------
+
+
+def real_pages(min_pages: int) -> list[Path]:
+    """At least ``min_pages`` real HTML pages from Debian's documentation packages."""
+    from benchmarks import corpus
+
+    extra = getattr(corpus, "EXTRA_PACKAGES", ())
+    if extra:
+        return corpus.html_corpus(min_pages, packages=corpus.PACKAGES + extra)
+    return corpus.html_corpus(min_pages)
+
+
+def build_corpus(
+    pages: list[Path], directory: Path, seed: int, edit_fraction: float
+) -> tuple[list[Path], dict[str, tuple[str, list[str]]]]:
+    """Copy the pages and edited versions of ``edit_fraction`` of them into ``directory``, named
+    in a shuffled order. Returns the files in that order and, per edited file, its original's
+    file and the edits made."""
+    rng = random.Random(seed)
+    # replacement words: real words of the corpus itself, so an edit does not stand out
+    vocabulary = sorted({t for page in rng.sample(pages, 50) for t in html_tokens(page.read_bytes())})
+    docs: list[tuple[str, bytes, int | None, list[str]]] = []
+    for i, page in enumerate(pages):
+        docs.append((f"page-{i}", page.read_bytes(), None, []))
+    for i in sorted(rng.sample(range(len(pages)), round(edit_fraction * len(pages)))):
+        edited, kinds = edit_page(docs[i][1], rng, vocabulary)
+        docs.append((f"edit-{i}", edited, i, kinds))
+    order = list(range(len(docs)))
+    rng.shuffle(order)
+    directory.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    name_of: dict[int, str] = {}
+    for position, index in enumerate(order):
+        name = f"{position:06d}-{docs[index][0]}.html"
+        name_of[index] = name
+        (directory / name).write_bytes(docs[index][1])
+        files.append(directory / name)
+    edits = {
+        name_of[i]: (name_of[original], kinds)
+        for i, (_, _, original, kinds) in enumerate(docs)
+        if original is not None
+    }
+    return files, edits
+
+
+def shingle_strings(tokens: Sequence[str], w: int = SHINGLE) -> list[str]:
+    """The w-shingles as strings; a document shorter than w is one shingle (our rule too)."""
+    if len(tokens) < w:
+        return [" ".join(tokens)] if tokens else []
+    return [" ".join(tokens[i : i + w]) for i in range(len(tokens) - w + 1)]
+
+
+# --- exact resemblance, and the pairs above a threshold without comparing all pairs ----------
+
+
+class ExactSets:
+    """Every document's set of 4-word shingles, as a sorted array of global shingle ranks.
+
+    Ranks order the shingles from the rarest to the most common (ties by hash), which is the
+    order the prefix filter needs; equal arrays mean equal sets.
+    """
+
+    def __init__(self, token_streams: list[list[str]]) -> None:
+        hashed = [
+            np.unique(np.fromiter(map(hash, shingle_strings(t)), dtype=np.int64))
+            for t in token_streams
+        ]
+        values, counts = np.unique(np.concatenate(hashed), return_counts=True)
+        order = np.lexsort((values, counts))
+        rank = np.empty(order.size, dtype=np.int64)
+        rank[order] = np.arange(order.size)
+        self.sets = [np.sort(rank[np.searchsorted(values, h)]) for h in hashed]
+
+    def resemblance(self, i: int, j: int) -> float:
+        a, b = self.sets[i], self.sets[j]
+        if a.size == 0 and b.size == 0:
+            return 1.0
+        shared = np.intersect1d(a, b, assume_unique=True).size
+        return shared / (a.size + b.size - shared)
+
+
+def similar_pairs(exact: ExactSets, t: float) -> list[tuple[int, int, float]]:
+    """Every pair ``i < j`` with exact resemblance ≥ t, by a prefix-filter join.
+
+    With the elements of every set in one global order, two sets of Jaccard ≥ t share an
+    element among the first ``|x| − ⌈t·|x|⌉ + 1`` of each (else their intersection would be
+    too small), so only pairs sharing such a prefix element are compared; a size filter
+    (``t·|x| ≤ |y| ≤ |x|/t``) skips more. Rare elements come first, so the candidate lists stay
+    short. Exact, not a sample.
+    """
+    postings: dict[int, list[int]] = defaultdict(list)
+    pairs = []
+    for j, s in enumerate(exact.sets):
+        if s.size == 0:
+            continue
+        prefix = s.size - math.ceil(t * s.size - 1e-9) + 1
+        candidates: set[int] = set()
+        for element in s[:prefix].tolist():
+            bucket = postings[element]
+            candidates.update(bucket)
+            bucket.append(j)
+        for i in sorted(candidates):
+            small, large = sorted((exact.sets[i].size, s.size))
+            if small < t * large - 1e-9:
+                continue
+            r = exact.resemblance(i, j)
+            if r >= t:
+                pairs.append((i, j, r))
+    return pairs
+
+
+# --- the two pipelines ---------------------------------------------------------------------------
+
+
+def file_sources(files: list[Path]) -> Iterator[SourceDocument]:
+    for path in files:
+        yield SourceDocument(path.name, "html", path.read_bytes())
+
+
+def run_ours(files: list[Path], out: Path, threshold: float, jobs: int,
+             params: SketchParams | None = None) -> float:
+    """Our end-to-end time in seconds (the real recluster path; a temporary LMDB index)."""
+    started = time.perf_counter()
+    with open(out, "w", encoding="utf-8") as fh:
+        recluster(file_sources(files), params or SketchParams(), DedupParams(threshold=threshold),
+                  out=fh, jobs=jobs)
+    return time.perf_counter() - started
+
+
+def run_canonicalise_only(files: list[Path]) -> float:
+    """Reading and canonicalising alone: the part both pipelines share, for the bound below."""
+    started = time.perf_counter()
+    for path in files:
+        html_tokens(path.read_bytes())
+    return time.perf_counter() - started
+
+
+def run_datasketch(files: list[Path], out: Path, threshold: float) -> float:
+    """datasketch MinHash + MinHashLSH with the same greedy first-member rule; one process."""
+    from datasketch import MinHash, MinHashLSH
+
+    started = time.perf_counter()
+    template = MinHash(num_perm=NUM_PERM, seed=1)  # the default scheme (affine32 since 2.0)
+    permutations, scheme = template.permutations, template.scheme
+    lsh = MinHashLSH(threshold=threshold, num_perm=NUM_PERM)
+    representatives: dict[str, tuple[int, MinHash]] = {}
+    with open(out, "w", encoding="utf-8") as fh:
+        for path in files:
+            tokens = html_tokens(path.read_bytes())
+            if not tokens:
+                continue
+            m = MinHash(num_perm=NUM_PERM, seed=1, permutations=permutations, scheme=scheme)
+            m.update_batch({s.encode("utf-8") for s in shingle_strings(tokens)})
+            best: tuple[float, int] | None = None
+            for key in lsh.query(m):
+                cluster, rep = representatives[key]
+                j = m.jaccard(rep)
+                if j >= threshold and (best is None or (j, -cluster) > (best[0], -best[1])):
+                    best = (j, cluster)
+            if best is None:
+                cluster = len(representatives)
+                key = str(cluster)
+                lsh.insert(key, m)
+                representatives[key] = (cluster, m)
+                line = {"id": path.name, "cluster": cluster, "representative": True,
+                        "resemblance": 1.0}
+            else:
+                line = {"id": path.name, "cluster": best[1], "representative": False,
+                        "resemblance": round(best[0], 6)}
+            fh.write(json.dumps(line) + "\n")
+    return time.perf_counter() - started
+
+
+# --- judging a clustering ------------------------------------------------------------------------
+
+
+def judge(
+    out: Path, index_of: dict[str, int], exact: ExactSets, pairs: list[tuple[int, int, float]],
+    threshold: float, edits: dict[str, tuple[str, list[str]]],
+    unit_resemblance: Callable[[int, int], float] | None = None,
+) -> dict[str, Any]:
+    """False drops, missed duplicates and the join rate of edited copies by exact resemblance.
+
+    ``unit_resemblance(i, j)``, if given, is the exact resemblance of the shingles our sketches
+    are made of (4 fixed-width *units*, §4.3: a word longer than 8 bytes is several units),
+    shown beside each false drop's word-shingle resemblance.
+    """
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    first: dict[int, int] = {}
+    cluster_of: dict[int, int] = {}
+    false_drops = []
+    false_units = 0
+    for line in lines:
+        doc = index_of[line["id"]]
+        cluster_of[doc] = line["cluster"]
+        if line["representative"]:
+            first[line["cluster"]] = doc
+            continue
+        r = exact.resemblance(doc, first[line["cluster"]])
+        if unit_resemblance is not None:
+            units = unit_resemblance(doc, first[line["cluster"]])
+            false_units += units < threshold - 0.1
+        if r < threshold - 0.1:
+            example: dict[str, Any] = {"id": line["id"], "exact": round(r, 3),
+                                       "estimate": line["resemblance"]}
+            if unit_resemblance is not None:
+                example["exact_units"] = round(unit_resemblance(doc, first[line["cluster"]]), 3)
+            false_drops.append(example)
+    representatives = set(first.values())
+    missed = sorted({j for i, j, _ in pairs if i in representatives and j in representatives})
+    # how often an edited copy ended in its original's cluster, by exact resemblance
+    bins = [0.0, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.01]
+    joined: dict[str, list[int]] = {}
+    for name, (original, _) in edits.items():
+        e, o = index_of[name], index_of[original]
+        if e not in cluster_of or o not in cluster_of:
+            continue
+        r = exact.resemblance(e, o)
+        k = next(b for b in range(len(bins) - 1) if bins[b] <= r < bins[b + 1])
+        label = f"{bins[k]:.2f}-{min(bins[k + 1], 1.0):.2f}" if bins[k] < 1.0 else "1.00"
+        joined.setdefault(label, [0, 0])
+        joined[label][0] += 1
+        joined[label][1] += cluster_of[e] == cluster_of[o]
+    return {
+        "documents": len(lines),
+        "clusters": len(first),
+        "dropped": len(lines) - len(first),
+        "false_drops": len(false_drops),
+        # against the shingles the sketch really samples (None: the same as false_drops)
+        "false_drops_units": None if unit_resemblance is None else false_units,
+        "missed_duplicates": len(missed),
+        "false_drop_examples": false_drops[:5],
+        "edits_joined_by_resemblance": {k: joined[k] for k in sorted(joined)},
+    }
+
+
+# --- scale: synthetic sketches through the LMDB index -------------------------------------------
+
+
+def peak_rss_kb() -> int:
+    """This process's peak resident set, in KB.
+
+    ``VmHWM`` where Linux has it: ``getrusage``'s ``ru_maxrss`` survives ``exec``, so a child
+    started by a large parent reports the parent's peak (here the 10,000-document child
+    reported the benchmark's own 889 MB). RSS counts the LMDB pages the process has touched
+    through its map.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def scale_child(size: int, planted: float, budget: float, seed: int) -> dict[str, Any]:
+    """Cluster ``size`` synthetic sketches in this process; the figures as a dict."""
+    from dedup.cluster import GreedyClusterer
+    from dedup.sketches import MinSketch
+    from storage.records import DocumentRecord
+    from storage.store import Store
+
+    s, n = 100, 1000  # a MIN_100 sample of a document of 1,000 distinct shingles
+    rng = np.random.default_rng(seed)
+
+    def own(doc: int) -> np.ndarray:
+        return np.random.default_rng([seed, doc]).integers(0, 2**64 - 1, size=s, dtype=np.uint64)
+
+    directory = tempfile.mkdtemp(prefix="neardup-scale-")
+    clustering = generating = 0.0
+    done = 0
+    window: list[tuple[int, float]] = [(0, 0.0)]
+    last_report = time.monotonic()
+    try:
+        with Store.open(directory, SketchParams()) as store:
+            clusterer = GreedyClusterer(store.index, DedupParams(threshold=0.9))
+            while done < size and clustering < budget:
+                t0 = time.perf_counter()
+                count = min(BATCH, size - done)
+                sketches = []
+                for doc in range(done, done + count):
+                    if doc and rng.random() < planted:
+                        # a near copy: 5 of an earlier document's 100 sampled ids replaced
+                        values = own(int(rng.integers(0, doc)))
+                        values[rng.choice(s, 5, replace=False)] = own(doc)[:5]
+                    else:
+                        values = own(doc)
+                    values = np.unique(values)
+                    sketches.append((MinSketch(values[:s], s, n), int(values[0]) ^ doc))
+                t1 = time.perf_counter()
+                generating += t1 - t0
+                with store.batch():
+                    for sketch, content_hash in sketches:
+                        doc_id = store.next_doc_id()
+                        a = clusterer.assign(doc_id, sketch, content_hash)
+                        record = DocumentRecord(f"doc-{doc_id}", "kept", 0.0, a.cluster_id,
+                                                content_hash)
+                        store.put_document(doc_id, record)
+                clustering += time.perf_counter() - t1
+                done += count
+                window.append((done, clustering))
+                if time.monotonic() - last_report > 10:
+                    last_report = time.monotonic()
+                    log(f"  scale {size:,}: {done:,} documents, "
+                        f"{clustering / done * 1e6:.0f} µs/doc so far")
+            used = store.stats()["used_bytes"]
+            stats = dict(clusterer.stats)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    # the marginal cost: the last tenth of the documents done
+    cut = next(i for i, (d, _) in enumerate(window) if d >= done * 0.9)
+    tail_docs = done - window[cut - 1][0] if cut else done
+    tail_secs = clustering - (window[cut - 1][1] if cut else 0.0)
+    return {
+        "size": size,
+        "done": done,
+        "finished": done == size,
+        "seconds": round(clustering, 2),
+        "generating_seconds": round(generating, 2),
+        "us_per_doc": round(clustering / max(done, 1) * 1e6, 1),
+        "us_per_doc_last_tenth": round(tail_secs / max(tail_docs, 1) * 1e6, 1),
+        "peak_rss_mb": round(peak_rss_kb() / 1024, 1),
+        "index_mb": round(used / 2**20, 1),
+        "new_clusters": stats["new"],
+        "near_duplicates": stats["near_duplicate"],
+    }
+
+
+def run_scale(sizes: list[int], planted: float, budget: float, seed: int) -> list[dict[str, Any]]:
+    rows = []
+    for size in sizes:
+        log(f"scale: {size:,} synthetic sketches in a fresh process (budget {budget:.0f} s)")
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks.recluster", "--scale-child", str(size),
+             "--planted", str(planted), "--scale-budget", str(budget), "--seed", str(seed)],
+            cwd=_REPO, stdout=subprocess.PIPE, text=True, check=False,  # progress: stderr, live
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"scale run of {size} failed with exit status {done.returncode}")
+        rows.append(json.loads(done.stdout))
+    return rows
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the pool's workers)."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+def measured(repeats: int, run: Callable[[], float]) -> dict[str, Any]:
+    """Median wall time and median CPU time of ``repeats`` runs.
+
+    The machine is shared: wall time includes waiting for a core another process holds, CPU
+    time does not, so docs per CPU-second compares the pipelines' work whatever the load.
+    """
+    walls, cpus = [], []
+    for _ in range(repeats):
+        cpu = cpu_seconds()
+        walls.append(run())
+        cpus.append(cpu_seconds() - cpu)
+    return {"seconds": statistics.median(walls), "runs": walls,
+            "cpu_seconds": statistics.median(cpus)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.recluster", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threshold", type=float, default=0.8)
+    parser.add_argument("--repeats", type=int, default=3, help="speed runs per pipeline")
+    parser.add_argument("--edit-fraction", type=float, default=1 / 3)
+    parser.add_argument("--min-pages", type=int, default=MIN_PAGES)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sizes", default="10000,100000,1000000", help="scale sizes")
+    parser.add_argument("--planted", type=float, default=0.3,
+                        help="fraction of near copies among the synthetic sketches")
+    parser.add_argument("--scale-budget", type=float, default=300.0,
+                        help="seconds of clustering allowed per scale size")
+    parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--skip-accuracy", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--scale-child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.scale_child is not None:
+        print(json.dumps(scale_child(args.scale_child, args.planted, args.scale_budget,
+                                     args.seed)))
+        return
+
+    results: dict[str, Any] = {"threshold": args.threshold,
+                               "load_average_at_start": round(os.getloadavg()[0], 2)}
+    work = Path(tempfile.mkdtemp(prefix="neardup-bench-recluster-"))
+    try:
+        if not (args.skip_accuracy and args.skip_speed):
+            results.update(accuracy_and_speed(args, work))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if not args.skip_scale:
+        sizes = [int(x) for x in args.sizes.split(",") if x]
+        results["scale"] = run_scale(sizes, args.planted, args.scale_budget, args.seed)
+    results["load_average_at_end"] = round(os.getloadavg()[0], 2)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print(render(results))
+
+
+def accuracy_and_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    t = args.threshold
+    pages = real_pages(args.min_pages)
+    log(f"corpus: {len(pages):,} real pages; editing {args.edit_fraction:.0%} of them")
+    files, edits = build_corpus(pages, work / "docs", args.seed, args.edit_fraction)
+    megabytes = sum(f.stat().st_size for f in files) / 1e6
+    results["corpus"] = {"real_pages": len(pages), "edited_copies": len(edits),
+                         "documents": len(files), "megabytes": round(megabytes, 1)}
+    outputs = {"ours, 2 jobs": work / "ours-2.jsonl", "ours, 1 job": work / "ours-1.jsonl",
+               "datasketch": work / "datasketch.jsonl"}
+    runs: dict[str, Callable[[], float]] = {
+        "ours, 2 jobs": lambda: run_ours(files, outputs["ours, 2 jobs"], t, 2),
+        "ours, 1 job": lambda: run_ours(files, outputs["ours, 1 job"], t, 1),
+        "datasketch": lambda: run_datasketch(files, outputs["datasketch"], t),
+        "read+canonicalise": lambda: run_canonicalise_only(files),
+    }
+    if not args.skip_speed:
+        for f in files:  # warm the page cache: every pipeline reads the same cached files
+            f.read_bytes()
+        speed = {}
+        for name, run in runs.items():
+            log(f"speed: {name}, {args.repeats} runs")
+            m = measured(args.repeats, run)
+            speed[name] = {"seconds": round(m["seconds"], 2),
+                           "runs": [round(x, 2) for x in m["runs"]],
+                           "docs_per_second": round(len(files) / m["seconds"], 1),
+                           "cpu_seconds": round(m["cpu_seconds"], 2),
+                           "docs_per_cpu_second": round(len(files) / m["cpu_seconds"], 1)}
+        results["speed"] = speed
+    if not args.skip_accuracy:
+        if args.skip_speed:
+            for name in ("ours, 2 jobs", "ours, 1 job", "datasketch"):
+                runs[name]()
+        # the same sample size as datasketch's 128 permutations, for accuracy only
+        outputs[SAME_SIZE] = work / "ours-128.jsonl"
+        run_ours(files, outputs[SAME_SIZE], t, 2, SketchParams(size=NUM_PERM))
+        log("accuracy: exact shingle sets of every document")
+        streams = [html_tokens(f.read_bytes()) for f in files]
+        exact = ExactSets(streams)
+        sketcher = Sketcher(SketchParams())
+
+        def unit_resemblance(i: int, j: int) -> float:
+            a, b = sketcher.exact_shingles(streams[i]), sketcher.exact_shingles(streams[j])
+            return len(a & b) / len(a | b) if a | b else 1.0
+
+        pairs = similar_pairs(exact, min(1.0, t + 0.1))
+        index_of = {f.name: i for i, f in enumerate(files)}
+        spread = [exact.resemblance(index_of[e], index_of[o]) for e, (o, _) in edits.items()]
+        results["corpus"]["pairs_at_or_above_t_plus_0.1"] = len(pairs)
+        results["corpus"]["edit_resemblance_quartiles"] = [
+            round(float(q), 3) for q in np.quantile(spread, [0.25, 0.5, 0.75])
+        ]
+        results["accuracy"] = {
+            name: judge(outputs[name], index_of, exact, pairs, t, edits,
+                        None if name == "datasketch" else unit_resemblance)
+            for name in ACCURACY_ROWS
+        }
+        ours_1 = outputs["ours, 1 job"]
+        if ours_1.exists():
+            same = ours_1.read_bytes() == outputs["ours, 2 jobs"].read_bytes()
+            results["accuracy"]["ours, 1 job identical to 2 jobs"] = same
+    return results
+
+
+def render(results: dict[str, Any]) -> str:
+    t = results["threshold"]
+    lines: list[str] = []
+    corpus = results.get("corpus")
+    if corpus:
+        lines += [
+            f"corpus: {corpus['documents']:,} documents ({corpus['real_pages']:,} real Debian "
+            f"documentation pages + {corpus['edited_copies']:,} edited copies), "
+            f"{corpus['megabytes']} MB of HTML; threshold {t}",
+        ]
+        if "edit_resemblance_quartiles" in corpus:
+            q = corpus["edit_resemblance_quartiles"]
+            lines.append(f"edited copies vs their originals, exact resemblance quartiles: "
+                         f"{q[0]} / {q[1]} / {q[2]}; pairs with exact resemblance >= "
+                         f"{min(1.0, t + 0.1):.1f}: {corpus['pairs_at_or_above_t_plus_0.1']:,}")
+        lines.append("")
+    accuracy = results.get("accuracy")
+    if accuracy:
+        names = [n for n in ACCURACY_ROWS if n in accuracy]
+        lines.append("ACCURACY (exact = Jaccard of 4-word shingle sets)")
+        heads = {"ours, 2 jobs": "ours, MIN_100"}
+        lines.append(f"{'':<34}" + "".join(f"{heads.get(n, n):>16}" for n in names))
+        for key, label in (("documents", "documents"), ("clusters", "clusters"),
+                           ("dropped", "dropped (joined a cluster)"),
+                           ("false_drops", f"false drops (exact < {t - 0.1:.1f})"),
+                           ("missed_duplicates", f"missed duplicates (exact >= {t + 0.1:.1f})")):
+            lines.append(f"{label:<34}" + "".join(f"{accuracy[n][key]:>16,}" for n in names))
+            if key == "false_drops":
+                cells = [accuracy[n]["false_drops_units"] for n in names]
+                lines.append(f"{'  ... over 4-unit shingles (§4.3)':<34}"
+                             + "".join(f"{'-' if c is None else c:>16}" for c in cells))
+        lines.append("edited copies in their original's cluster, by exact resemblance:")
+        labels = sorted({k for n in names for k in accuracy[n]["edits_joined_by_resemblance"]})
+        for label in labels:
+            cells = []
+            for n in names:
+                total, joined = accuracy[n]["edits_joined_by_resemblance"].get(label, [0, 0])
+                cells.append(f"{joined:>6}/{total:<5} {joined / total if total else 0:>4.0%}")
+            lines.append(f"  {label:<32}" + "".join(f"{c:>16}" for c in cells))
+        for n in names:
+            for ex in accuracy[n]["false_drop_examples"]:
+                units = f", {ex['exact_units']} over 4-unit shingles" if "exact_units" in ex else ""
+                lines.append(f"  false drop ({heads.get(n, n)}): {ex['id']} exact {ex['exact']}"
+                             f"{units}, estimated {ex['estimate']}")
+        if "ours, 1 job identical to 2 jobs" in accuracy:
+            lines.append(f"ours: 1 job and 2 jobs wrote identical files: "
+                         f"{accuracy['ours, 1 job identical to 2 jobs']}")
+        lines.append("")
+    speed = results.get("speed")
+    if speed:
+        lines.append("SPEED (end to end: read, canonicalise, sketch, cluster, write; median)")
+        lines.append(f"{'':<20}{'docs/s':>9}{'wall s':>9}{'CPU s':>9}{'docs/CPU-s':>12}   "
+                     "wall-time runs")
+        for name, row in speed.items():
+            note = {"datasketch": "  (single process)",
+                    "read+canonicalise": "  (shared by both; no sketch, no clustering)"}.get(name, "")
+            lines.append(f"{name:<20}{row['docs_per_second']:>9,.1f}{row['seconds']:>9.2f}"
+                         f"{row['cpu_seconds']:>9.2f}{row['docs_per_cpu_second']:>12,.1f}   "
+                         f"{row['runs']}{note}")
+        base = speed["datasketch"]
+        for name in ("ours, 2 jobs", "ours, 1 job"):
+            wall = speed[name]["docs_per_second"] / base["docs_per_second"]
+            cpu = speed[name]["docs_per_cpu_second"] / base["docs_per_cpu_second"]
+            lines.append(f"ratio {name} / datasketch: {wall:.2f}x docs/s, {cpu:.2f}x docs per "
+                         "CPU-second")
+        if "read+canonicalise" in speed:
+            # if our sketching and clustering cost nothing and 2 cores shared the canonicalising
+            bound = speed["read+canonicalise"]["cpu_seconds"] / 2
+            lines.append(f"bound: were our sketching and clustering free and canonicalising spread "
+                         f"over 2 cores, ours would be {base['cpu_seconds'] / bound:.1f}x "
+                         "datasketch's docs/s at most")
+        lines.append("")
+    scale = results.get("scale")
+    if scale:
+        lines.append("SCALE (synthetic MIN_100 sketches, GreedyClusterer over the LMDB Store; "
+                     "fresh process per size)")
+        lines.append(f"{'documents':>10}{'done':>10}{'µs/doc':>10}{'last 10%':>10}"
+                     f"{'peak RSS MB':>13}{'index MB':>10}{'clusters':>10}")
+        for row in scale:
+            flag = "" if row["finished"] else "  stopped at the time budget"
+            lines.append(f"{row['size']:>10,}{row['done']:>10,}{row['us_per_doc']:>10,.0f}"
+                         f"{row['us_per_doc_last_tenth']:>10,.0f}{row['peak_rss_mb']:>13,.0f}"
+                         f"{row['index_mb']:>10,.0f}{row['new_clusters']:>10,}{flag}")
+        lines.append("")
+    lines += goals(results)
+    lines.append(f"(1-minute load average of this shared 2-core machine: "
+                 f"{results['load_average_at_start']} at the start, "
+                 f"{results['load_average_at_end']} at the end)")
+    return "\n".join(lines)
+
+
+def goals(results: dict[str, Any]) -> list[str]:
+    """The figures against the goals, each marked met or not met."""
+    out = ["GOALS"]
+    speed, accuracy, scale = results.get("speed"), results.get("accuracy"), results.get("scale")
+    if speed:
+        ratio = speed["ours, 2 jobs"]["docs_per_second"] / speed["datasketch"]["docs_per_second"]
+        out.append(f"  >= 5x datasketch's docs/s: {ratio:.2f}x  "
+                   f"{'met' if ratio >= 5 else 'NOT met'}")
+    if accuracy:
+        peer = accuracy["datasketch"]
+        for name, label in (("ours, 2 jobs", "MIN_100"), (SAME_SIZE, "MIN_128")):
+            if name not in accuracy:
+                continue
+            ours = accuracy[name]
+            for key, what in (("false_drops", "false drops"), ("missed_duplicates", "missed dups")):
+                ok = ours[key] <= peer[key]
+                out.append(f"  no more {what} than datasketch ({label}): {ours[key]} vs "
+                           f"{peer[key]}  {'met' if ok else 'NOT met'}")
+    if scale:
+        first = scale[0]
+        for row in scale[1:]:
+            if not row["finished"]:
+                out.append(f"  flat time per document to {row['size']:,}: not finished "
+                           f"({row['done']:,} in the budget; {row['us_per_doc']:.0f} µs/doc vs "
+                           f"{first['us_per_doc']:.0f} at {first['size']:,})  NOT met")
+                continue
+            growth = row["us_per_doc"] / first["us_per_doc"]
+            out.append(f"  flat time per document ({first['size']:,} -> {row['size']:,}, "
+                       f"within 1.5x): {growth:.2f}x  {'met' if growth <= 1.5 else 'NOT met'}")
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,8 +175,9 @@ def begin(env: lmdb.Environment, *, write: bool = False) -> tuple[lmdb.Transacti
     raise RuntimeError("the LMDB map kept being resized while beginning a transaction")
 
 
-# One write, as data, so that a batch can be replayed after the map grows.
-_Op = tuple[bool, str, bytes, bytes]  # (is_put, database, key, value)
+# One write, as data, so that a batch can be replayed after the map grows:
+# ("put" | "delete", database, key, value) or ("put_many", database, ((key, value), ...), b"")
+_Op = tuple[str, str, bytes | tuple[tuple[bytes, bytes], ...], bytes]
 
 
 class Transactions:
@@ -194,6 +195,8 @@ class Transactions:
         self.growths = 0
         #: how many times a map grown by another process was adopted
         self.resizes_adopted = 0
+        #: how many batches were aborted (readers caching batch state forget it when it moves)
+        self.aborts = 0
         self._txn: lmdb.Transaction | None = None
         self._ops: list[_Op] = []
 
@@ -227,11 +230,21 @@ class Transactions:
 
     def put(self, db: str, key: bytes, value: bytes) -> None:
         """Write ``key → value`` (for a dupsort database: add the pair)."""
-        self._write((True, db, key, value))
+        self._write(("put", db, key, value))
+
+    def put_many(self, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:
+        """Write every ``(key, value)`` of ``items`` (dupsort: add each pair) in one call.
+
+        One cursor ``putmulti`` instead of a Python call per pair, and one operation in the
+        batch's replay log.
+        """
+        pairs = tuple(items)
+        if pairs:
+            self._write(("put_many", db, pairs, b""))
 
     def delete(self, db: str, key: bytes, value: bytes = b"") -> None:
         """Delete ``key`` (for a dupsort database with ``value``: only that pair)."""
-        self._write((False, db, key, value))
+        self._write(("delete", db, key, value))
 
     def commit(self) -> None:
         """Commit the batch, growing the map and replaying it as often as needed."""
@@ -249,6 +262,7 @@ class Transactions:
     def abort(self) -> None:
         if self._txn is not None:
             self._txn.abort()
+        self.aborts += 1
         self._txn = None
         self._ops = []
 
@@ -271,11 +285,16 @@ class Transactions:
             self._grow_and_replay()
 
     def _apply(self, txn: lmdb.Transaction, op: _Op) -> None:
-        is_put, db, key, value = op
-        if is_put:
+        kind, db, key, value = op
+        if kind == "put":
+            assert isinstance(key, bytes)
             txn.put(key, value, db=self.dbs[db])
-        else:
+        elif kind == "delete":
+            assert isinstance(key, bytes)
             txn.delete(key, value, db=self.dbs[db])
+        else:
+            assert isinstance(key, tuple)
+            txn.cursor(db=self.dbs[db]).putmulti(key, dupdata=True)
 
     def _grow_and_replay(self) -> None:
         """Abort, double the map, and redo every write of the batch in a new transaction."""

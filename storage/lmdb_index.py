@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from itertools import islice
 
 import numpy as np
 
@@ -32,6 +33,7 @@ _EXACT = struct.Struct(">QQ")  # doc id, cluster id
 _NEXT_CLUSTER = b"next_cluster_id"
 _MAX_ID = 2**63 - 1
 _CHUNK = 1024
+_CACHE_KEYS = 1 << 16  # capped keys cached at most (cap·8 bytes each), then started afresh
 
 
 class LmdbIndex:
@@ -39,6 +41,10 @@ class LmdbIndex:
 
     def __init__(self, txns: Transactions) -> None:
         self._t = txns
+        #: packed fingerprint → the packed ids read for it, for keys over the cap (candidates)
+        self._capped: dict[bytes, bytes] = {}
+        self._cache_cap = 0
+        self._cache_aborts = txns.aborts
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -46,29 +52,65 @@ class LmdbIndex:
         """Clusters whose representative holds any of the (distinct) ``fingerprints``.
 
         One cursor walk in ascending fingerprint order; for each key at most ``cap``
-        duplicates are read, and ``count()`` (a constant-time lookup in LMDB's nested tree)
-        tells whether more were left.
+        duplicates are read in one slice of bytes, and ``count()`` (a constant-time lookup in
+        LMDB's nested tree) tells whether more were left. The ids of all keys are counted
+        at once with numpy.
+
+        A capped key's ids are the ``cap`` lowest of its postings; new clusters get higher
+        ids, so those stay the same while postings are only added. They are cached (a
+        boilerplate fingerprint is met on most pages) for the writer's batches, and forgotten
+        when a representative changes the key's postings or a batch aborts.
         """
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
             raise ValueError(f"cap must be a positive integer; got {cap!r}")
         keys = np.unique(np.asarray(fingerprints, dtype=np.uint64)).astype(">u8").tobytes()
-        shared: dict[int, int] = {}
+        cache = self._capped_cache(cap)
+        parts: list[bytes] = []
         capped = 0
         with self._t.read() as txn:
             cursor = txn.cursor(db=self._t.dbs["fp_clusters"])
             for start in range(0, len(keys), 8):
-                if not cursor.set_key(keys[start : start + 8]):
+                key = keys[start : start + 8]
+                if cache is not None:
+                    cached = cache.get(key)
+                    if cached is not None:
+                        capped += 1
+                        parts.append(cached)
+                        continue
+                if not cursor.set_key(key):
                     continue
                 count = cursor.count()
+                if count == 1:
+                    parts.append(cursor.value())
+                    continue
+                ids = b"".join(islice(cursor.iternext_dup(keys=False), min(count, cap)))
                 if count > cap:
                     capped += 1
-                take = min(count, cap)
-                for taken, value in enumerate(cursor.iternext_dup(), start=1):
-                    cluster_id = unpack_id(value)
-                    shared[cluster_id] = shared.get(cluster_id, 0) + 1
-                    if taken >= take:
-                        break
-        return Candidates(shared=shared, capped=capped)
+                    if cache is not None:
+                        cache[key] = ids
+                parts.append(ids)
+            data = b"".join(parts)  # inside the transaction: values may be its memory
+        if not data:
+            return Candidates(shared={}, capped=capped)
+        ids_, counts = np.unique(np.frombuffer(data, dtype=">u8"), return_counts=True)
+        return Candidates(shared=dict(zip(ids_.tolist(), counts.tolist())), capped=capped)
+
+    def _capped_cache(self, cap: int) -> dict[bytes, bytes] | None:
+        """The capped keys' ids for this ``cap``, or None when no cache may be used.
+
+        Only the writer's batch caches: its process alone changes the postings, so it knows
+        when to forget them; a plain reader may see another process's changes at any time.
+        """
+        if not self._t.in_batch:
+            return None
+        if (
+            self._cache_cap != cap
+            or self._cache_aborts != self._t.aborts
+            or len(self._capped) >= _CACHE_KEYS
+        ):
+            self._capped.clear()
+            self._cache_cap, self._cache_aborts = cap, self._t.aborts
+        return self._capped
 
     def representative(self, cluster_id: int) -> Sketch:
         return self._read_cluster_raw(cluster_id)[1]
@@ -115,8 +157,8 @@ class LmdbIndex:
         self._t.put("clusters", key, _CLUSTER.pack(doc_id, 1, 1) + sketch.to_bytes())
         self._t.put("members", key, pack_id(doc_id))
         self._t.put("doc_clusters", pack_id(doc_id), key)
-        for fp in _distinct(sketch):
-            self._t.put("fp_clusters", pack_id(fp), key)
+        fps = np.unique(sketch.values).astype(">u8").tobytes()
+        self._t.put_many("fp_clusters", ((fps[i : i + 8], key) for i in range(0, len(fps), 8)))
         return cluster_id
 
     def add_member(self, cluster_id: int, doc_id: int, identical: bool) -> None:
@@ -135,10 +177,11 @@ class LmdbIndex:
         info, old, _ = self._read_cluster_raw(cluster_id)
         key = pack_id(cluster_id)
         before, after = set(_distinct(old)), set(_distinct(sketch))
+        for fp in before ^ after:  # an old id added or removed: the lowest ids may change
+            self._capped.pop(pack_id(fp), None)
         for fp in sorted(before - after):
             self._t.delete("fp_clusters", pack_id(fp), key)
-        for fp in sorted(after - before):
-            self._t.put("fp_clusters", pack_id(fp), key)
+        self._t.put_many("fp_clusters", ((pack_id(fp), key) for fp in sorted(after - before)))
         head = _CLUSTER.pack(info.first_doc, info.size, info.identical)
         self._t.put("clusters", key, head + sketch.to_bytes())
 

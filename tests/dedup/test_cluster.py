@@ -539,3 +539,17 @@ def test_memory_index_is_a_cluster_index_and_cluster_documents_uses_it():
     ]
     assert isinstance(out[0], Assignment)
     assert index.cluster_of(11) == 0 and index.find_exact(500) == (12, 1)
+
+
+@given(
+    st.dictionaries(st.integers(0, 2**40), st.integers(1, 120), max_size=40),
+    st.integers(0, 5),
+    st.integers(1, 120),
+    st.floats(0.0, 1.0),
+)
+def test_vectorised_pruning_keeps_exactly_what_the_scalar_bound_keeps(shared, capped, d, need):
+    from dedup.cluster import _survivors
+
+    kept = [c for c in sorted(shared) if min(shared[c] + capped, d) / d >= need]
+    assert _survivors(shared, capped, d, need) == (kept, len(shared) - len(kept))
+    assert _survivors(shared, capped, None, need) == (sorted(shared), 0)

@@ -304,8 +304,10 @@ def test_every_difference_is_marked_and_context_cut_to_size(a, b, context):
     # two differences
     for p in passages(a, b) if a != b else []:
         if p.shared and p.a_end - p.a_start > 2 * context:
-            before = context if p.a_start > 0 else 0
-            after = context if p.a_end < len(a) else 0
+            # context is shown next to a difference on either side (an insertion into B at the
+            # end of A still follows this passage)
+            before = context if p.a_start > 0 or p.b_start > 0 else 0
+            after = context if p.a_end < len(a) or p.b_end < len(b) else 0
             assert f"... {p.a_end - p.a_start - before - after:,} shared word" in marked
     # colour codes take no room
     coloured = side_by_side(a, b, width=80, context=context, colour=True)

@@ -42,7 +42,7 @@ from dedup.document import Sketcher, content_hash
 from dedup.estimators import estimate, exact_containment, exact_resemblance
 from dedup.params import SketchParams
 from storage.errors import StoreError
-from storage.log import list_runs
+from storage.log import read_log_lines
 from storage.records import DECISIONS, DocumentRecord
 from storage.store import Store
 
@@ -201,24 +201,9 @@ def _logs_dir(store: Store | str | os.PathLike[str]) -> Path:
 
 
 def _read_lines(directory: Path, runs: Iterable[str] | None) -> Iterator[LoggedDecision]:
-    """Every line of the runs' logs in order, with the rules of :func:`storage.log.read_log`:
-    a last line without its newline (cut by a crash) is skipped, anything else that is not a
-    JSON object is a ``ValueError`` naming file and line."""
-    for run in list_runs(directory) if runs is None else runs:
-        path = directory / f"{run}.jsonl"
-        with open(path, encoding="utf-8", newline="\n") as fh:
-            for number, raw in enumerate(fh, start=1):
-                if not raw.endswith("\n"):
-                    break
-                line = raw[:-1]
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:
-                    entry = None
-                if not isinstance(entry, dict):
-                    raise ValueError(f"{path}:{number}: not a JSON object")
-                entry["run"] = run
-                yield LoggedDecision(run, line, entry)
+    """Every line of the runs' logs in order, read by :func:`storage.log.read_log_lines`."""
+    for run, line, entry in read_log_lines(directory, runs):
+        yield LoggedDecision(run, line, entry)
 
 
 def decisions(

@@ -143,12 +143,22 @@ def read_log(
     Each object gets a ``run`` key. A last line without its newline (cut by a crash) is
     skipped; any other line that is not a JSON object is a ``ValueError`` naming file and line.
     """
+    for _run, _line, entry in read_log_lines(directory, runs):
+        yield entry
+
+
+def read_log_lines(
+    directory: str | os.PathLike[str], runs: Iterable[str] | None = None
+) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """As :func:`read_log`, with each line as written (no newline) beside its object, for
+    readers that pass lines through unchanged (``neardup log --json``)."""
     for run in list_runs(directory) if runs is None else runs:
         path = Path(directory) / f"{run}.jsonl"
-        with open(path, encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                if not line.endswith("\n"):
+        with open(path, encoding="utf-8", newline="\n") as fh:
+            for number, raw in enumerate(fh, start=1):
+                if not raw.endswith("\n"):
                     break  # the run was killed while writing this line
+                line = raw[:-1]
                 try:
                     entry = json.loads(line)
                 except json.JSONDecodeError:
@@ -156,7 +166,7 @@ def read_log(
                 if not isinstance(entry, dict):
                     raise ValueError(f"{path}:{number}: not a JSON object")
                 entry["run"] = run
-                yield entry
+                yield run, line, entry
 
 
 def _plain(value: Any) -> Any:

@@ -394,22 +394,29 @@ def url_key(url: str) -> bytes:
 
 
 def _lock_writer(root: Path, name: str) -> BinaryIO:
-    """Hold ``writer.lock`` for the store's lifetime: one writing process per store.
+    """Hold ``writer.lock`` for the store's lifetime: one writing process per store."""
+    return hold_lock(
+        root / "writer.lock",
+        busy=f"store {name} is being written by another process (pid {{pid}}); "
+        "wait for it to finish, or open the store read-only",
+    )
 
-    ``flock`` locks go with the open file, so a killed writer's lock is released by the kernel
-    and never needs cleaning up.
+
+def hold_lock(path: Path, busy: str) -> BinaryIO:
+    """Lock ``path`` for as long as the returned file stays open, and write our pid in it.
+
+    ``flock`` locks go with the open file, so a killed holder's lock is released by the kernel
+    and never needs cleaning up. When another process holds it, :class:`StoreBusyError` with
+    ``busy`` (its ``{pid}`` replaced by the holder's pid).
     """
-    fh = open(root / "writer.lock", "a+b")  # noqa: SIM115
+    fh = open(path, "a+b")  # noqa: SIM115
     try:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         fh.seek(0)
         holder = fh.read().decode("ascii", "replace").strip() or "unknown"
         fh.close()
-        raise StoreBusyError(
-            f"store {name} is being written by another process (pid {holder}); "
-            "wait for it to finish, or open the store read-only"
-        ) from None
+        raise StoreBusyError(busy.format(pid=holder)) from None
     fh.seek(0)
     fh.truncate()
     fh.write(str(os.getpid()).encode("ascii"))

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -35,6 +34,8 @@ from urllib.parse import urlsplit
 
 from crawler.commands.common import UserError, add_config_arguments, resolve_config
 from crawler.config import Config, parse_assignment
+from storage.errors import StoreBusyError
+from storage.store import hold_lock
 
 if TYPE_CHECKING:
     # typing.Self requires Python 3.11
@@ -249,20 +250,13 @@ class CrawlState:
 
     def __enter__(self) -> Self:
         self.store.mkdir(parents=True, exist_ok=True)
-        fh = open(self.store / LOCK, "a+b")  # held for the whole crawl
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().decode("ascii", "replace").strip() or "unknown"
-            fh.close()
-            raise UserError(
-                f"store {self.store} is being crawled by another process (pid {holder})"
-            ) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()).encode("ascii"))
-        fh.flush()
+        try:  # held for the whole crawl
+            fh = hold_lock(
+                self.store / LOCK, busy=f"store {self.store} is being crawled by another process "
+                "(pid {pid})"
+            )
+        except StoreBusyError as exc:
+            raise UserError(str(exc)) from None
         self._lock = fh
         return self
 

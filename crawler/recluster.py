@@ -198,7 +198,8 @@ def recluster(
     with (
         sketching(params, dedup.canonicaliser, jobs) as sketch_all,
         _index_directory(index_dir) as directory,
-        Store.open(directory, params, map_size=map_size) as store,
+        # the index is rebuilt from the input if lost: no fsync per batch (durable=False)
+        Store.open(directory, params, map_size=map_size, durable=False) as store,
     ):
         clusterer = GreedyClusterer(store.index, dedup, cap=cap)
         stream = sketch_all(sources)

@@ -93,8 +93,15 @@ class Shared:
 _OPEN: dict[tuple[int, int], Shared] = {}
 
 
-def acquire(directory: Path, *, readonly: bool, map_size: int) -> Shared:
+def acquire(directory: Path, *, readonly: bool, map_size: int, durable: bool = True) -> Shared:
     """The process's environment for ``directory``, opened on first use.
+
+    ``durable=False`` is for an index that can be rebuilt from its input (``recluster``'s):
+    no fsync at commit and writes straight into the shared map (``writemap``), so a commit costs
+    next to nothing however many pages the batch dirtied. A killed process still leaves the
+    last commit intact (LMDB never writes over a page the committed tree uses, and the kernel
+    keeps what the map wrote); only a crash of the whole machine may lose the file. The first
+    opener in a process decides.
 
     The database handles are opened once, with the environment: opening one later needs a
     transaction, which would wait on this very process's open write batch. A read-only user
@@ -120,9 +127,9 @@ def acquire(directory: Path, *, readonly: bool, map_size: int) -> Shared:
         readonly=readonly,
         subdir=True,
         lock=True,
-        sync=True,
-        metasync=True,
-        writemap=False,
+        sync=durable,
+        metasync=durable,
+        writemap=not durable and not readonly,
     )
     try:
         if env.max_key_size() < WIDEST_KEY:
@@ -216,8 +223,11 @@ class Transactions:
             txn.abort()
 
     def get(self, db: str, key: bytes) -> bytes | None:
-        with self.read() as txn:
-            value = txn.get(key, db=self.dbs[db])
+        if self._txn is not None:  # the common case in a writer's batch, without a context
+            value = self._txn.get(key, db=self.dbs[db])
+        else:
+            with self.read() as txn:
+                value = txn.get(key, db=self.dbs[db])
         return None if value is None else bytes(value)
 
     # --- the write batch --------------------------------------------------------------------

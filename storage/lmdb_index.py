@@ -20,20 +20,21 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from itertools import islice
+from itertools import islice, repeat
 
 import numpy as np
 
 from dedup.index import Candidates, ClusterInfo
 from dedup.sketches import Sketch, sketch_from_bytes
 from storage.lmdb_env import Transactions, pack_id, unpack_id
+from storage.presence import PresenceFilter
 
 _CLUSTER = struct.Struct(">QQB")  # first doc, size, identical; the sketch bytes follow
 _EXACT = struct.Struct(">QQ")  # doc id, cluster id
 _NEXT_CLUSTER = b"next_cluster_id"
 _MAX_ID = 2**63 - 1
 _CHUNK = 1024
-_CACHE_KEYS = 1 << 16  # capped keys cached at most (cap·8 bytes each), then started afresh
+_CACHE_KEYS = 1 << 16  # capped keys cached at most (cap ids each), then started afresh
 
 
 class LmdbIndex:
@@ -41,58 +42,65 @@ class LmdbIndex:
 
     def __init__(self, txns: Transactions) -> None:
         self._t = txns
-        #: packed fingerprint → the packed ids read for it, for keys over the cap (candidates)
-        self._capped: dict[bytes, bytes] = {}
+        #: packed fingerprint → the ids read for it, for keys over the cap (candidates)
+        self._capped: dict[bytes, np.ndarray] = {}
         self._cache_cap = 0
         self._cache_aborts = txns.aborts
+        #: the keys of fp_clusters, as a Bloom filter; built by the writer's first lookup
+        self._presence: PresenceFilter | None = None
 
     # --- reading ----------------------------------------------------------------------------
 
     def candidates(self, fingerprints: np.ndarray, cap: int) -> Candidates:
         """Clusters whose representative holds any of the (distinct) ``fingerprints``.
 
-        One cursor walk in ascending fingerprint order; for each key at most ``cap``
-        duplicates are read in one slice of bytes, and ``count()`` (a constant-time lookup in
-        LMDB's nested tree) tells whether more were left. The ids of all keys are counted
-        at once with numpy.
+        One ``getmulti`` call reads the postings of every key at once (LMDB's
+        ``MDB_GET_MULTIPLE``: whole pages of fixed-width duplicates per step, in C), and numpy
+        cuts each key's run of ids at ``cap`` and counts the ids of all keys: no Python work
+        per key or per posting, which is what a lookup of a hundred keys used to cost.
 
         A capped key's ids are the ``cap`` lowest of its postings; new clusters get higher
         ids, so those stay the same while postings are only added. They are cached (a
-        boilerplate fingerprint is met on most pages) for the writer's batches, and forgotten
-        when a representative changes the key's postings or a batch aborts.
+        boilerplate fingerprint is met on most pages, and its full run is long) for the
+        writer's batches, so each boilerplate key is read in full once, and forgotten when a
+        representative changes the key's postings or a batch aborts.
         """
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
             raise ValueError(f"cap must be a positive integer; got {cap!r}")
-        keys = np.unique(np.asarray(fingerprints, dtype=np.uint64)).astype(">u8").tobytes()
+        distinct = np.unique(np.asarray(fingerprints, dtype=np.uint64))
+        presence = self._presence_filter()
+        if presence is not None:  # keys certainly in no representative need no lookup
+            distinct = distinct[presence.might_hold(distinct)]
+        keys = _packed(distinct)
         cache = self._capped_cache(cap)
-        parts: list[bytes] = []
+        parts: list[np.ndarray] = []
         capped = 0
-        with self._t.read() as txn:
-            cursor = txn.cursor(db=self._t.dbs["fp_clusters"])
-            for start in range(0, len(keys), 8):
-                key = keys[start : start + 8]
-                if cache is not None:
-                    cached = cache.get(key)
-                    if cached is not None:
-                        capped += 1
-                        parts.append(cached)
-                        continue
-                if not cursor.set_key(key):
-                    continue
-                count = cursor.count()
-                if count == 1:
-                    parts.append(cursor.value())
-                    continue
-                ids = b"".join(islice(cursor.iternext_dup(keys=False), min(count, cap)))
-                if count > cap:
-                    capped += 1
-                    if cache is not None:
-                        cache[key] = ids
-                parts.append(ids)
-            data = b"".join(parts)  # inside the transaction: values may be its memory
-        if not data:
+        if cache:
+            probe = []
+            for key in keys:
+                cached = cache.get(key)
+                if cached is None:
+                    probe.append(key)
+                else:
+                    parts.append(cached)
+            capped = len(parts)
+            keys = probe
+        if keys:
+            with self._t.read() as txn:
+                cursor = txn.cursor(db=self._t.dbs["fp_clusters"])
+                found = cursor.getmulti(keys, dupdata=True, dupfixed_bytes=8, keyfixed=True)
+                # (key, cluster id) rows, grouped by key; copied out of the transaction
+                rows = np.frombuffer(found, dtype=">u8").reshape(-1, 2).astype(np.uint64)
+            ids, over = _cut_at_cap(rows, cap)
+            parts.append(ids)
+            capped += len(over)
+            if cache is not None:
+                for key, kept in over:
+                    cache[key] = kept
+        data = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else None
+        if data is None or not data.size:
             return Candidates(shared={}, capped=capped)
-        ids_, counts = np.unique(np.frombuffer(data, dtype=">u8"), return_counts=True)
+        ids_, counts = np.unique(data, return_counts=True)
         return Candidates(shared=dict(zip(ids_.tolist(), counts.tolist())), capped=capped)
 
     def _capped_cache(self, cap: int) -> dict[bytes, bytes] | None:
@@ -111,6 +119,26 @@ class LmdbIndex:
             self._capped.clear()
             self._cache_cap, self._cache_aborts = cap, self._t.aborts
         return self._capped
+
+    def _presence_filter(self) -> PresenceFilter | None:
+        """The Bloom filter of indexed fingerprints, or None when it may not be used.
+
+        Like the capped cache, only the writer's batches use it: the writer holds the store's
+        lock, so after one scan of the keys at its first lookup every later key comes through
+        its own :meth:`new_cluster` and :meth:`set_representative`, which add it. Keys of an
+        aborted batch stay in the filter, which only costs a lookup; none is ever missing.
+        """
+        if not self._t.in_batch:
+            return None
+        if self._presence is None:
+            presence = PresenceFilter()
+            with self._t.read() as txn:
+                cursor = txn.cursor(db=self._t.dbs["fp_clusters"])
+                keys = cursor.iternext_nodup(keys=True, values=False)
+                while chunk := b"".join(islice(keys, 1 << 16)):
+                    presence.add(np.frombuffer(chunk, dtype=">u8"))
+            self._presence = presence
+        return self._presence
 
     def representative(self, cluster_id: int) -> Sketch:
         return self._read_cluster_raw(cluster_id)[1]
@@ -157,8 +185,10 @@ class LmdbIndex:
         self._t.put("clusters", key, _CLUSTER.pack(doc_id, 1, 1) + sketch.to_bytes())
         self._t.put("members", key, pack_id(doc_id))
         self._t.put("doc_clusters", pack_id(doc_id), key)
-        fps = np.unique(sketch.values).astype(">u8").tobytes()
-        self._t.put_many("fp_clusters", ((fps[i : i + 8], key) for i in range(0, len(fps), 8)))
+        distinct = np.unique(sketch.values)
+        self._t.put_many("fp_clusters", zip(_packed(distinct), repeat(key)))
+        if self._presence is not None:
+            self._presence.add(distinct)
         return cluster_id
 
     def add_member(self, cluster_id: int, doc_id: int, identical: bool) -> None:
@@ -181,7 +211,10 @@ class LmdbIndex:
             self._capped.pop(pack_id(fp), None)
         for fp in sorted(before - after):
             self._t.delete("fp_clusters", pack_id(fp), key)
-        self._t.put_many("fp_clusters", ((pack_id(fp), key) for fp in sorted(after - before)))
+        added = sorted(after - before)
+        self._t.put_many("fp_clusters", ((pack_id(fp), key) for fp in added))
+        if self._presence is not None:
+            self._presence.add(np.array(added, dtype=np.uint64))
         head = _CLUSTER.pack(info.first_doc, info.size, info.identical)
         self._t.put("clusters", key, head + sketch.to_bytes())
 
@@ -276,6 +309,39 @@ def parse_cluster(cluster_id: int, value: bytes | memoryview) -> tuple[ClusterIn
 def _parse_info(cluster_id: int, value: bytes | memoryview) -> ClusterInfo:
     first, size, identical = _CLUSTER.unpack_from(value)
     return ClusterInfo(cluster_id, int(first), int(size), bool(identical))
+
+
+def _packed(values: np.ndarray) -> list[bytes]:
+    """uint64 values as 8-byte big-endian keys (``V8`` keeps trailing NULs, ``S8`` would not).
+
+    >>> _packed(np.array([1, 256], dtype=np.uint64))
+    [b'\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x01', b'\\x00\\x00\\x00\\x00\\x00\\x00\\x01\\x00']
+    """
+    return np.asarray(values, dtype=">u8").view("V8").tolist()  # type: ignore[no-any-return]
+
+
+def _cut_at_cap(rows: np.ndarray, cap: int) -> tuple[np.ndarray, list[tuple[bytes, np.ndarray]]]:
+    """The cluster ids of ``(key, id)`` rows (grouped by key, ids ascending within a key) with
+    each key's run cut to its first ``cap``; and, for each key that had more, its packed key and
+    the ids kept.
+
+    >>> rows = np.array([[5, 1], [5, 2], [5, 3], [9, 4]], dtype=np.uint64)
+    >>> ids, over = _cut_at_cap(rows, 2)
+    >>> ids.tolist(), [(int.from_bytes(k, "big"), kept.tolist()) for k, kept in over]
+    ([1, 2, 4], [(5, [1, 2])])
+    """
+    keys, ids = rows[:, 0], rows[:, 1]
+    if ids.size <= cap:
+        return ids, []
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    lengths = np.diff(np.append(starts, ids.size))
+    long_runs = np.flatnonzero(lengths > cap)
+    if not long_runs.size:
+        return ids, []
+    over = [(pack_id(int(keys[starts[r]])), ids[starts[r] : starts[r] + cap].copy())
+            for r in long_runs.tolist()]
+    rank = np.arange(ids.size) - np.repeat(starts, lengths)
+    return ids[rank < cap], over
 
 
 def _distinct(sketch: Sketch) -> list[int]:

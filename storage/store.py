@@ -131,6 +131,7 @@ class Store:
         readonly: bool = False,
         map_size: int = 1 << 30,
         warc_max_bytes: int = 1 << 30,
+        durable: bool = True,
     ) -> Store:
         """Open the store at ``path``, creating it (writable opens only) if it is not there.
 
@@ -138,6 +139,8 @@ class Store:
         ``None`` adopts the store's, or the defaults for a new store. A writable open takes the
         store's writer lock (:class:`StoreBusyError` if another process holds it) and repairs an
         uncommitted WARC tail (see :attr:`repairs`). Read-only opens work beside a writer.
+        ``durable=False`` is for an index that can be rebuilt from its input, such as
+        ``recluster``'s (see :func:`storage.lmdb_env.acquire`).
         """
         root = Path(path)
         name = os.fspath(path)
@@ -163,7 +166,9 @@ class Store:
             for sub in (pages_dir, root / "logs"):
                 sub.mkdir(exist_ok=True)
         try:
-            shared = lmdb_env.acquire(index_dir, readonly=readonly, map_size=map_size)
+            shared = lmdb_env.acquire(
+                index_dir, readonly=readonly, map_size=map_size, durable=durable
+            )
         except lmdb.NotFoundError:
             if lock is not None:
                 lock.close()

@@ -63,9 +63,22 @@ class ClusterIndex(Protocol):
     def cluster(self, cluster_id: int) -> ClusterInfo:
         ...
 
-    def new_cluster(self, doc_id: int, sketch: Sketch) -> int:
+    def new_cluster(self, doc_id: int, sketch: Sketch, indexed: np.ndarray | None = None) -> int:
         """Start a cluster with ``doc_id`` as first member and ``sketch`` as representative;
-        index the sketch's fingerprints; return the new cluster id."""
+        index ``indexed`` (distinct fingerprints of the sketch; default: all of them); return the
+        new cluster id. Which part suffices is :func:`dedup.cluster.indexed_count`'s business."""
+        ...
+
+    def index_need(self) -> float | None:
+        """The estimate down to which the index finds every cluster a document can reach.
+
+        0.0 when every representative fingerprint is indexed (any threshold works); ``t`` when
+        only part of each is (:func:`dedup.cluster.indexed_count`), which serves thresholds of
+        ``t`` and above; None while the index holds nothing and has not been told.
+        """
+        ...
+
+    def set_index_need(self, need: float) -> None:
         ...
 
     def add_member(self, cluster_id: int, doc_id: int, identical: bool) -> None:

@@ -49,6 +49,7 @@ class MemoryIndex:
         self._clusters: list[_Cluster] = []
         self._exact: dict[int, tuple[int, int]] = {}
         self._doc_cluster: dict[int, int] = {}
+        self._need: float | None = None
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -94,12 +95,22 @@ class MemoryIndex:
 
     # --- writing ----------------------------------------------------------------------------
 
-    def new_cluster(self, doc_id: int, sketch: Sketch) -> int:
+    def index_need(self) -> float | None:
+        if self._need is None and self._clusters:
+            return 0.0  # clusters indexed before anyone said otherwise: all of each
+        return self._need
+
+    def set_index_need(self, need: float) -> None:
+        self._need = _checked_need(need)
+
+    def new_cluster(self, doc_id: int, sketch: Sketch, indexed: np.ndarray | None = None) -> int:
         self._check_new_doc(doc_id)
         cluster_id = len(self._clusters)
         self._clusters.append(_Cluster(doc_id, 1, True, sketch))
         self._doc_cluster[doc_id] = cluster_id
-        self._index(cluster_id, sketch)
+        values = _distinct(sketch) if indexed is None else np.unique(indexed).tolist()
+        for fp in values:
+            insort(self._postings.setdefault(fp, []), cluster_id)
         return cluster_id
 
     def add_member(self, cluster_id: int, doc_id: int, identical: bool) -> None:
@@ -156,6 +167,12 @@ class MemoryIndex:
     def _index(self, cluster_id: int, sketch: Sketch) -> None:
         for fp in _distinct(sketch):
             insort(self._postings.setdefault(fp, []), cluster_id)
+
+
+def _checked_need(need: float) -> float:
+    if not 0.0 <= need <= 1.0:
+        raise ValueError(f"index need must be in [0, 1]; got {need!r}")
+    return float(need)
 
 
 def _distinct(sketch: Sketch) -> list[int]:

@@ -5,8 +5,10 @@ sequence on both), but on disk, shared by crawl restarts, and bigger than memory
 (see :data:`storage.lmdb_env.DATABASES`):
 
 * ``fp_clusters`` (dupsort, dupfixed): fingerprint → the clusters whose representative holds
-  it. Duplicates sort by their big-endian bytes, i.e. by cluster id, so the ``cap`` lowest
-  clusters of a boilerplate fingerprint are the first ``cap`` duplicates of its key;
+  it — all of each representative's fingerprints, or the part that ``index_need`` (in
+  ``meta``) says suffices (:func:`dedup.cluster.indexed_count`). Duplicates sort by their
+  big-endian bytes, i.e. by cluster id, so the ``cap`` lowest clusters of a boilerplate
+  fingerprint are the first ``cap`` duplicates of its key;
 * ``clusters``: cluster id → first doc, size, identical flag, representative sketch;
 * ``members`` (dupsort): cluster id → its documents; ``doc_clusters``: the reverse;
 * ``member_fps``: cluster id ‖ n → the n-th recorded member sketch's values ("popular" rule);
@@ -32,6 +34,8 @@ from storage.presence import PresenceFilter
 _CLUSTER = struct.Struct(">QQB")  # first doc, size, identical; the sketch bytes follow
 _EXACT = struct.Struct(">QQ")  # doc id, cluster id
 _NEXT_CLUSTER = b"next_cluster_id"
+_INDEX_NEED = b"index_need"  # see index_need
+_NEED = struct.Struct(">d")
 _MAX_ID = 2**63 - 1
 _CHUNK = 1024
 _CACHE_KEYS = 1 << 16  # capped keys cached at most (cap ids each), then started afresh
@@ -174,7 +178,19 @@ class LmdbIndex:
 
     # --- writing ----------------------------------------------------------------------------
 
-    def new_cluster(self, doc_id: int, sketch: Sketch) -> int:
+    def index_need(self) -> float | None:
+        value = self._t.get("meta", _INDEX_NEED)
+        if value is None:
+            # a store from before the need was recorded indexes all of every representative
+            return 0.0 if len(self) else None
+        return float(_NEED.unpack(value)[0])
+
+    def set_index_need(self, need: float) -> None:
+        if not 0.0 <= need <= 1.0:
+            raise ValueError(f"index need must be in [0, 1]; got {need!r}")
+        self._t.put("meta", _INDEX_NEED, _NEED.pack(need))
+
+    def new_cluster(self, doc_id: int, sketch: Sketch, indexed: np.ndarray | None = None) -> int:
         """Start a cluster with ``doc_id`` as first member; ids are 0, 1, 2, … in order."""
         _check_id("doc_id", doc_id)
         self._check_new_doc(doc_id)
@@ -185,7 +201,7 @@ class LmdbIndex:
         self._t.put("clusters", key, _CLUSTER.pack(doc_id, 1, 1) + sketch.to_bytes())
         self._t.put("members", key, pack_id(doc_id))
         self._t.put("doc_clusters", pack_id(doc_id), key)
-        distinct = np.unique(sketch.values)
+        distinct = np.unique(sketch.values if indexed is None else indexed)
         self._t.put_many("fp_clusters", zip(_packed(distinct), repeat(key)))
         if self._presence is not None:
             self._presence.add(distinct)

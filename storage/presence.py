@@ -12,8 +12,9 @@ never a wrong answer: with the default 2**28 bits and two probes, 1% of absent k
 million indexed fingerprints (100,000 MIN_100 pages), 28% at 100 million.
 
 Fingerprints are Rabin fingerprints under a random polynomial, so their bits are already
-uniform; each probe position still goes through its own odd multiplier (Fibonacci hashing), so
-two probes of one key are not two views of the same bits.
+uniform; each probe position still goes through its own odd multiplier
+(:func:`dedup.frequency.multiply_shift`), so two probes of one key are not two views of the
+same bits.
 
 >>> f = PresenceFilter(bits=1 << 16)
 >>> f.add(np.array([3, 1 << 40], dtype=np.uint64))
@@ -26,13 +27,13 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from dedup.frequency import multiply_shift
+
 __all__ = ["DEFAULT_BITS", "PresenceFilter"]
 
 #: 32 MiB of bits: the filter's whole memory, whatever the index holds
 DEFAULT_BITS = 1 << 28
 
-# odd 64-bit multipliers (the golden ratio's and another of its family) for the two probes
-_MULTIPLIERS = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F], dtype=np.uint64)
 
 
 class PresenceFilter:
@@ -42,7 +43,7 @@ class PresenceFilter:
         if bits < 64 or bits & (bits - 1):
             raise ValueError(f"bits must be a power of two of at least 64; got {bits}")
         self._words = np.zeros(bits // 64, dtype=np.uint64)
-        self._shift = np.uint64(64 - (bits.bit_length() - 1))
+        self._bits = bits.bit_length() - 1
         #: keys added (with repeats): how full the filter is
         self.added = 0
 
@@ -52,7 +53,7 @@ class PresenceFilter:
 
     def _positions(self, keys: npt.NDArray[np.uint64]) -> tuple[np.ndarray, np.ndarray]:
         """Word index and bit mask of each probe, shaped (2, len(keys))."""
-        position = (keys[None, :] * _MULTIPLIERS[:, None]) >> self._shift  # wraps mod 2**64
+        position = multiply_shift(keys, 2, self._bits)
         return position >> np.uint64(6), np.left_shift(np.uint64(1), position & np.uint64(63))
 
     def add(self, keys: npt.ArrayLike) -> None:

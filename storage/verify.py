@@ -4,7 +4,8 @@ The invariant (DESIGN.md): every fingerprint in the index belongs to a page in t
 and every stored page is in the index. Concretely, checked here:
 
 * every ``fp_clusters`` entry names an existing cluster whose representative holds the
-  fingerprint, and every representative fingerprint is indexed;
+  fingerprint, and every representative has as many of its fingerprints indexed as the
+  store's index need asks (all of them, or :func:`dedup.cluster.indexed_count`);
 * every cluster's members exist as documents (and point back at the cluster), and its size is
   its member count; every content hash points at an existing document and cluster;
 * every document with a page location has a readable WARC response record there, of the same
@@ -29,6 +30,7 @@ from typing import Any
 import lmdb
 import numpy as np
 
+from dedup.cluster import bound_denominator, indexed_count
 from storage.errors import StoreBusyError
 from storage.lmdb_env import pack_id, unpack_id
 from storage.lmdb_index import parse_cluster
@@ -121,6 +123,7 @@ def _exists(path: str | os.PathLike[str]) -> bool:
 def _check(store: Store, report: VerifyReport, tail: str) -> None:
     txns = store._txns
     dbs = txns.dbs
+    need = store.index.index_need() or 0.0
     with txns.read() as txn:
         stat = {name: int(txn.stat(dbs[name])["entries"]) for name in dbs}
         report.documents = stat["docs"]
@@ -147,12 +150,24 @@ def _check(store: Store, report: VerifyReport, tail: str) -> None:
                 all_found = False
                 continue
             sizes[cluster_id] = info.size
-            for fp in np.unique(rep.values).tolist():
-                indexed_pairs += 1
-                if not fp_cursor.set_key_dup(pack_id(fp), key):
-                    all_found = False
+            held = np.unique(rep.values).tolist()
+            missing = [fp for fp in held if not fp_cursor.set_key_dup(pack_id(fp), key)]
+            indexed_pairs += len(held) - len(missing)
+            # all of the representative, or the part its index need says (dedup.cluster)
+            wanted = len(held) if bound_denominator(rep) is None else indexed_count(len(held), need)
+            if len(held) - len(missing) < wanted:
+                all_found = False
+                if wanted == len(held):
+                    for fp in missing:
+                        report.problem(
+                            f"cluster {cluster_id}: representative fingerprint {fp:#x} is not "
+                            "indexed"
+                        )
+                else:
                     report.problem(
-                        f"cluster {cluster_id}: representative fingerprint {fp:#x} is not indexed"
+                        f"cluster {cluster_id}: {len(held) - len(missing)} of its "
+                        f"representative's {len(held)} fingerprints are indexed, fewer than "
+                        f"the {wanted} it needs"
                     )
             if not exists("docs", info.first_doc):
                 report.problem(f"cluster {cluster_id}: first document {info.first_doc} is missing")

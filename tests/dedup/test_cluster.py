@@ -17,6 +17,7 @@ from dedup.cluster import (
     Decision,
     GreedyClusterer,
     cluster_documents,
+    indexed_count,
     popular_sketch,
     resemblance_bound,
 )
@@ -232,8 +233,15 @@ def test_ties_go_to_the_oldest_cluster_and_otherwise_the_best_wins():
     assert (best.cluster_id, best.resemblance, best.matches, best.sample_size) == (1, 0.6, 60, 100)
 
 
+def full_index() -> MemoryIndex:
+    """An index told to hold every representative fingerprint: the one pruning works on."""
+    index = MemoryIndex()
+    index.set_index_need(0.0)
+    return index
+
+
 def test_below_the_threshold_starts_a_new_cluster():
-    clusterer = GreedyClusterer(MemoryIndex(), DedupParams(threshold=0.9))
+    clusterer = GreedyClusterer(full_index(), DedupParams(threshold=0.9))
     clusterer.assign(0, MinSketch(range(100), s=100, n=100), 1)
     decision = clusterer.decide(MinSketch(range(11, 111), s=100, n=100), 2)  # 89 of 100
     assert decision == Decision("new", pruned=1)  # 89 shared: 0.89 at most, never 0.9
@@ -330,7 +338,8 @@ def _reference_clusters(sketches: list[tuple[Sketch, int]], params: DedupParams)
         ("min", 0.85),
     ],
 )
-def test_index_and_pruning_give_the_clusters_of_comparing_all(kind, containment):
+@pytest.mark.parametrize("part", [False, True], ids=["full-index", "part-index"])
+def test_index_and_pruning_give_the_clusters_of_comparing_all(kind, containment, part):
     rng = np.random.default_rng(7)
     topics = [_min_ids(rng, int(rng.integers(150, 600))) for _ in range(25)]
     docs: list[tuple[Sketch, int]] = []
@@ -351,7 +360,8 @@ def test_index_and_pruning_give_the_clusters_of_comparing_all(kind, containment)
         if rng.random() < 0.1:
             docs.append(docs[-1])  # an exact copy
     params = DedupParams(threshold=0.8, containment=containment)
-    assignments = cluster_documents(docs, params, cap=1000)
+    index = MemoryIndex() if part else full_index()
+    assignments = cluster_documents(docs, params, index, cap=1000)
     got = [a.cluster_id for a in assignments]
     assert got == _reference_clusters(docs, params)
     kinds = Counter(a.decision.kind for a in assignments)
@@ -362,7 +372,13 @@ def test_index_and_pruning_give_the_clusters_of_comparing_all(kind, containment)
     prunable = kind in ("min", "minmod", "mod", "permutation") and (
         containment is None or kind == "mod"
     )
-    assert (pruned > 0) == prunable
+    # the containment rule needs every fingerprint indexed, so it keeps a full index
+    in_part = part and containment is None and kind != "tiered"
+    assert (pruned > 0) == (prunable and not in_part)
+    # a part index holds about a fifth of each representative's fingerprints
+    postings = sum(len(v) for v in index._postings.values())
+    held = sum(np.unique(index.representative(c).values).size for c in range(len(index)))
+    assert (postings < held / 3) == in_part
 
 
 # --- the cap -----------------------------------------------------------------------------------
@@ -394,7 +410,7 @@ def test_the_cap_bounds_the_work_per_document_and_is_counted():
 
 def test_a_near_duplicate_beyond_the_cap_is_still_found_by_its_other_fingerprints():
     cap = 10
-    clusterer = GreedyClusterer(MemoryIndex(), DedupParams(threshold=0.8), cap)
+    clusterer = GreedyClusterer(full_index(), DedupParams(threshold=0.8), cap)
     sketches = _boilerplate_sketches(50)
     for i, sketch in enumerate(sketches):
         clusterer.assign(i, sketch, i)
@@ -553,3 +569,67 @@ def test_vectorised_pruning_keeps_exactly_what_the_scalar_bound_keeps(shared, ca
     kept = [c for c in sorted(shared) if min(shared[c] + capped, d) / d >= need]
     assert _survivors(shared, capped, d, need) == (kept, len(shared) - len(kept))
     assert _survivors(shared, capped, None, need) == (sorted(shared), 0)
+
+
+# --- the part of each representative that is indexed -------------------------------------------
+
+
+def test_indexed_count_is_the_pigeonhole_bound_plus_one():
+    for size in range(1, 300):
+        for need in (0.5, 0.8, 0.85, 0.9, 0.95, 1.0):
+            count = indexed_count(size, need)
+            # a document at the bound shares ceil(need*size) values: the unshared ones alone
+            # cannot fill the indexed part, so one indexed value is always shared
+            unshared = size - math.ceil(need * size - 1e-9)
+            assert unshared < count <= size
+            assert count <= unshared + 2
+
+
+def test_the_rarest_part_is_indexed_so_boilerplate_makes_no_candidates():
+    """Pages sharing 30 boilerplate fingerprints and nothing else: a full index makes every
+    earlier page a candidate (pruned, at a lookup each); the part index learns the boilerplate
+    is common and indexes each page's own fingerprints, so a new page finds no one."""
+    rng = np.random.default_rng(3)
+    boiler = rng.integers(1, 2**40, size=30, dtype=np.uint64)
+
+    def sketch_of(values: np.ndarray) -> MinSketch:
+        return MinSketch(np.unique(values), s=100, n=1000)
+
+    pages = [sketch_of(np.concatenate([boiler, rng.integers(2**41, 2**62, size=70, dtype=np.uint64)]))
+             for _ in range(60)]
+    part, full = MemoryIndex(), full_index()
+    for index in (part, full):
+        clusterer = GreedyClusterer(index, DedupParams(threshold=0.8))
+        for i, page in enumerate(pages):
+            clusterer.assign(i, page, i)
+    late = [GreedyClusterer(ix, DedupParams(threshold=0.8)).decide(pages[-1], 59) for ix in
+            (part, full)]
+    assert [d.kind for d in late] == ["exact_duplicate", "exact_duplicate"]
+    fresh = sketch_of(np.concatenate([boiler, np.arange(70, dtype=np.uint64) + 2**63]))
+    found_part = part.candidates(fresh.values, cap=1000).shared
+    found_full = full.candidates(fresh.values, cap=1000).shared
+    assert len(found_full) == 60
+    assert len(found_part) <= 3  # only the first pages, before the boilerplate was known
+    # and a near copy of a late page is still found through its own fingerprints
+    own = np.setdiff1d(pages[50].values, boiler)
+    copy = sketch_of(np.concatenate([boiler, own[:65], np.arange(5, dtype=np.uint64) + 2**63]))
+    d = GreedyClusterer(part, DedupParams(threshold=0.8)).decide(copy, -2)
+    assert (d.kind, d.cluster_id) == ("near_duplicate", 50)
+
+
+@pytest.mark.parametrize(
+    "params, rule",
+    [
+        (DedupParams(threshold=0.7), "threshold 0.7"),
+        (DedupParams(threshold=0.9, containment=0.8), "the containment rule"),
+        (DedupParams(threshold=0.9, representative="popular"), "the 'popular' representative"),
+    ],
+)
+def test_a_part_index_refuses_a_rule_it_cannot_serve(params, rule):
+    index = MemoryIndex()
+    GreedyClusterer(index, DedupParams(threshold=0.8)).assign(0, MinSketch(range(100), 100, 100), 1)
+    assert index.index_need() == 0.8
+    with pytest.raises(ValueError, match=f"resemblance 0.8 or more; {rule} needs more of it"):
+        GreedyClusterer(index, params)
+    # a higher threshold is served by the same part (it finds more than it needs)
+    assert GreedyClusterer(index, DedupParams(threshold=0.95)).index_need == 0.8

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dedup.cluster import GreedyClusterer
+from dedup.cluster import GreedyClusterer, indexed_count
 from dedup.memory_index import MemoryIndex
-from dedup.params import DedupParams
+from dedup.params import DedupParams, SketchParams
 from dedup.sketches import MinSketch
 from storage.store import Store
 
@@ -141,3 +141,18 @@ def test_greedy_clustering_gives_the_same_clusters_on_both_indexes(tmp_path):
         assert got == expected
         assert len({a.cluster_id for a in got}) < len(docs)  # something was clustered
         assert store.index.members(got[-1].cluster_id)[-1] == len(docs) - 1
+
+
+def test_the_index_need_is_kept_with_the_store(tmp_path):
+    """A store indexed in part for threshold 0.85 says so after reopening, holds that part of
+    each representative, and refuses a lower threshold with the reason."""
+    rep = MinSketch(range(1000, 1100), s=100, n=100)
+    with Store.open(tmp_path, SketchParams()) as store, store.batch():
+        assert store.index.index_need() is None
+        GreedyClusterer(store.index, DedupParams(threshold=0.85)).assign(0, rep, 1)
+    with Store.open(tmp_path) as store:
+        assert store.index.index_need() == 0.85
+        held = [fp for fp in range(1000, 1100) if store.index.postings(fp)]
+        assert len(held) == indexed_count(100, 0.85) == 17
+        with pytest.raises(ValueError, match="threshold 0.8 needs more of it"):
+            GreedyClusterer(store.index, DedupParams(threshold=0.8))

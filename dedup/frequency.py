@@ -1,0 +1,82 @@
+"""How common a fingerprint is, in fixed memory: a count-min sketch over the documents seen.
+
+Greedy clustering indexes only part of each representative (see
+:func:`dedup.cluster.indexed_count`): any part of the right size finds every cluster that can
+reach the threshold, so the part is free to choose, and the cheapest is the *rarest*. A
+fingerprint of boilerplate (a shared navigation bar, a licence footer) is in the sketches of
+thousands of pages; indexing it would make each of them a candidate of every later page that
+carries it, and each candidate costs an estimate. A fingerprint of the page's own text is in the
+sketches of its near duplicates only.
+
+Rarity is estimated with a count-min sketch (two rows of counters, each key counted in one
+counter per row, the smaller count kept): it never under-counts a key by more than the
+increments lost when two keys of one update share a counter, and over-counts by collisions
+only, so boilerplate always looks common and most rare keys look rare. It is only a heuristic
+for choosing; no answer of the clustering depends on it.
+
+>>> f = FingerprintFrequency(counters=1 << 12)
+>>> for _ in range(5):
+...     f.add(np.array([7, 8], dtype=np.uint64))
+>>> f.add(np.array([9], dtype=np.uint64))
+>>> f.estimate(np.array([7, 9, 10], dtype=np.uint64)).tolist()
+[5, 1, 0]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["FingerprintFrequency", "multiply_shift"]
+
+# odd 64-bit multipliers, one per row or probe (the golden ratio's and two of its family)
+MULTIPLIERS = np.array(
+    [0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9], dtype=np.uint64
+)
+
+
+def multiply_shift(keys: npt.NDArray[np.uint64], rows: int, bits: int) -> npt.NDArray[np.uint64]:
+    """``rows`` independent ``bits``-bit positions per key, shaped (rows, len(keys)).
+
+    Multiply-shift hashing: the top ``bits`` bits of ``key * a`` for an odd ``a`` per row
+    (products wrap modulo 2**64), so each row sees a different mix of the key's bits.
+    """
+    return (keys[None, :] * MULTIPLIERS[:rows, None]) >> np.uint64(64 - bits)
+
+
+class FingerprintFrequency:
+    """Count-min sketch of fingerprint occurrences: :meth:`add` arrays, :meth:`estimate` counts."""
+
+    ROWS = 2
+
+    def __init__(self, counters: int = 1 << 20) -> None:
+        if counters < 2 or counters & (counters - 1):
+            raise ValueError(f"counters must be a power of two of at least 2; got {counters}")
+        self._bits = counters.bit_length() - 1
+        self._counts = np.zeros((self.ROWS, counters), dtype=np.uint32)
+        self._rows = np.arange(self.ROWS)[:, None]
+
+    def add(self, keys: npt.ArrayLike) -> None:
+        """Count each key once (pass a document's distinct fingerprints)."""
+        keys = np.asarray(keys, dtype=np.uint64).ravel()
+        if keys.size:
+            # a repeated counter within one call counts once: a harmless under-count
+            self._counts[self._rows, multiply_shift(keys, self.ROWS, self._bits)] += np.uint32(1)
+
+    def estimate(self, keys: npt.ArrayLike) -> npt.NDArray[np.uint32]:
+        keys = np.asarray(keys, dtype=np.uint64).ravel()
+        counts = self._counts[self._rows, multiply_shift(keys, self.ROWS, self._bits)]
+        return counts.min(axis=0)  # type: ignore[no-any-return]
+
+    def rarest(self, keys: npt.NDArray[np.uint64], count: int) -> npt.NDArray[np.uint64]:
+        """The ``count`` rarest of ``keys`` (distinct), ties by smaller value, sorted by value.
+
+        >>> f = FingerprintFrequency(counters=1 << 8)
+        >>> f.add(np.array([1, 2], dtype=np.uint64))
+        >>> f.rarest(np.array([1, 2, 3, 4], dtype=np.uint64), 3).tolist()
+        [1, 3, 4]
+        """
+        if count >= keys.size:
+            return keys
+        order = np.lexsort((keys, self.estimate(keys)))
+        return np.sort(keys[order[:count]])

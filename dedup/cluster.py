@@ -74,6 +74,7 @@ __all__ = [
     "GreedyClusterer",
     "bound_denominator",
     "cluster_documents",
+    "hits_needed",
     "indexed_count",
     "popular_sketch",
     "resemblance_bound",
@@ -218,9 +219,10 @@ class GreedyClusterer:
         best_r: tuple[float, int, Estimate] | None = None
         best_c: tuple[float, int, Estimate] | None = None
         if self.index_need > 0:
-            # part of each representative is indexed: sharing one indexed fingerprint is all a
-            # cluster that can reach the threshold is sure to show, so every candidate is estimated
-            survivors, pruned = sorted(cands.shared), 0
+            # part of each representative is indexed: a cluster that can reach the threshold
+            # shows at least hits_needed of its indexed fingerprints (see indexed_count)
+            least = None if denominator is None else hits_needed(denominator, self.index_need)
+            survivors, pruned = _hit_survivors(cands.shared, cands.capped, least)
         else:
             survivors, pruned = _survivors(cands.shared, cands.capped, denominator, need)
         compared = 0
@@ -388,29 +390,62 @@ def resemblance_bound(
     return min(shared + capped, size) / size
 
 
+#: fingerprints indexed beyond the pigeonhole bound (see indexed_count and hits_needed)
+SLACK = 3
+
+
 def indexed_count(size: int, need: float) -> int:
-    """How many of a representative's ``size`` distinct fingerprints the index must hold.
+    """How many of a representative's ``size`` distinct fingerprints the index holds.
 
     A document whose estimate against representative B reaches ``need`` shares at least
     ``need·|B|`` of B's sampled fingerprints: every estimate here is a count of shared values
     over a denominator no smaller than B's own sample (MIN_s and MIN_s(MOD_m): ``s' =
     min(s, |M(A) ∪ M(B)|) ≥ |M(B)|``; MOD_m resemblance: ``|L(A) ∪ L(B)| ≥ |L(B)|``; k
-    permutations with distinct values: k). So at most ``|B| − ⌈need·|B|⌉`` of B's
-    fingerprints are unshared, and *any* ``|B| − ⌈need·|B|⌉ + 1`` of them include a shared
-    one, which the document's lookup of all its own fingerprints finds. One more is kept
-    against rounding. At threshold 0.8 that is 22 of MIN_100's 100 postings: the index is a
-    fifth of the size, and so is the cost of writing it. (The pigeonhole behind the prefix
-    filter of similarity joins; any part will do, so :class:`GreedyClusterer` indexes the
-    rarest.)
+    permutations with distinct values: k). So at most ``u = |B| − ⌈need·|B|⌉`` of B's
+    fingerprints are unshared, and *any* ``u + 1`` of them include a shared one, which the
+    document's lookup of all its own fingerprints finds (the pigeonhole behind the prefix
+    filter of similarity joins). Indexing ``u + SLACK`` makes such a document meet at least
+    ``SLACK`` of them (:func:`hits_needed`), so candidates met through one or two common
+    fingerprints are skipped unread. At threshold 0.8 that is 23 of MIN_100's 100
+    postings: the index is under a quarter of the size, and so is the cost of writing it.
+    Any part will do, so :class:`GreedyClusterer` indexes the rarest.
 
     >>> indexed_count(100, 0.8), indexed_count(100, 0.9), indexed_count(100, 0.0)
-    (22, 12, 100)
-    >>> indexed_count(3, 0.8)  # a short page needs all 3 shared: any one of them, plus one
-    2
+    (23, 13, 100)
+    >>> indexed_count(3, 0.8)  # a short page: all of it
+    3
     """
     if need <= 0:
         return size
-    return min(size, size - math.ceil(need * size - 1e-9) + 2)
+    return min(size, size - math.ceil(need * size - 1e-9) + SLACK)
+
+
+def hits_needed(size: int, need: float) -> int:
+    """The fewest indexed fingerprints of a representative that a document of ``size`` sampled
+    fingerprints meets if its estimate against it can reach ``need``.
+
+    Of B's indexed part at most ``u`` are unshared (:func:`indexed_count`), so at least
+    ``min(SLACK, ⌈need·|B|⌉)`` are shared. B's size is not known before reading it, but the
+    estimate is also at most ``min(|A|, |B|) / max(|A|, |B|)``, so ``|B| ≥ need·|A|`` and
+    ``⌈need·|B|⌉ ≥ ⌈need²·|A|⌉`` (less a hair, against rounding).
+
+    >>> hits_needed(100, 0.8), hits_needed(2, 0.8), hits_needed(1, 0.9)
+    (3, 2, 1)
+    """
+    return min(SLACK, max(1, math.ceil(need * need * size - 1e-6)))
+
+
+def _hit_survivors(shared: dict[int, int], capped: int, least: int | None) -> tuple[list[int], int]:
+    """The candidates that met at least ``least`` indexed fingerprints (each capped fingerprint
+    may hide one more), in id order, and how many did not.
+
+    >>> _hit_survivors({7: 5, 3: 1, 5: 2}, 0, 3), _hit_survivors({7: 5, 3: 1, 5: 2}, 1, 3)
+    (([7], 2), ([5, 7], 1))
+    """
+    if least is None:
+        return sorted(shared), 0
+    keep = sorted(cid for cid, hits in shared.items() if hits + capped >= least)
+    return keep, len(shared) - len(keep)
 
 
 def _survivors(

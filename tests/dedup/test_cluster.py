@@ -16,7 +16,9 @@ from dedup.cluster import (
     Assignment,
     Decision,
     GreedyClusterer,
+    SLACK,
     cluster_documents,
+    hits_needed,
     indexed_count,
     popular_sketch,
     resemblance_bound,
@@ -374,7 +376,7 @@ def test_index_and_pruning_give_the_clusters_of_comparing_all(kind, containment,
     )
     # the containment rule needs every fingerprint indexed, so it keeps a full index
     in_part = part and containment is None and kind != "tiered"
-    assert (pruned > 0) == (prunable and not in_part)
+    assert (pruned > 0) == prunable
     # a part index holds about a fifth of each representative's fingerprints
     postings = sum(len(v) for v in index._postings.values())
     held = sum(np.unique(index.representative(c).values).size for c in range(len(index)))
@@ -574,15 +576,36 @@ def test_vectorised_pruning_keeps_exactly_what_the_scalar_bound_keeps(shared, ca
 # --- the part of each representative that is indexed -------------------------------------------
 
 
-def test_indexed_count_is_the_pigeonhole_bound_plus_one():
+def test_indexed_count_is_the_pigeonhole_bound_plus_the_slack():
     for size in range(1, 300):
         for need in (0.5, 0.8, 0.85, 0.9, 0.95, 1.0):
-            count = indexed_count(size, need)
-            # a document at the bound shares ceil(need*size) values: the unshared ones alone
-            # cannot fill the indexed part, so one indexed value is always shared
             unshared = size - math.ceil(need * size - 1e-9)
-            assert unshared < count <= size
-            assert count <= unshared + 2
+            assert indexed_count(size, need) == min(size, unshared + SLACK)
+
+
+@settings(max_examples=400)
+@given(
+    st.integers(1, 120),  # |A|
+    st.integers(1, 120),  # |B|
+    st.integers(0, 120),  # shared
+    st.sampled_from([0.5, 0.7, 0.8, 0.85, 0.9, 0.95]),
+    st.sampled_from(["min", "mod"]),
+)
+def test_a_representative_a_document_can_join_shows_it_enough_indexed_hits(a, b, k, need, kind):
+    """The worst case: B's indexed part is its unshared fingerprints first. Whenever the real
+    estimate reaches ``need``, the document still meets ``hits_needed`` of them."""
+    k = min(k, a, b)
+    shared = np.arange(k, dtype=np.uint64) * 2 + 1
+    only_a = np.arange(a - k, dtype=np.uint64) * 2 + 10_000
+    only_b = np.arange(b - k, dtype=np.uint64) * 2 + 20_001
+    make = {"min": lambda x: MinSketch(np.sort(x), s=120, n=x.size),
+            "mod": lambda x: ModSketch(np.sort(x), m=1, n=x.size)}[kind]
+    sa, sb = make(np.concatenate([shared, only_a])), make(np.concatenate([only_b, shared]))
+    if estimate(sa, sb).resemblance < need:
+        return
+    indexed = np.concatenate([only_b, shared])[: indexed_count(b, need)]  # unshared first
+    hits = np.intersect1d(indexed, sa.values).size
+    assert hits >= hits_needed(a, need)
 
 
 def test_the_rarest_part_is_indexed_so_boilerplate_makes_no_candidates():

@@ -53,20 +53,23 @@ class FingerprintFrequency:
         if counters < 2 or counters & (counters - 1):
             raise ValueError(f"counters must be a power of two of at least 2; got {counters}")
         self._bits = counters.bit_length() - 1
-        self._counts = np.zeros((self.ROWS, counters), dtype=np.uint32)
-        self._rows = np.arange(self.ROWS)[:, None]
+        # the rows side by side in one flat array: one gather or scatter serves both
+        self._counts = np.zeros(self.ROWS * counters, dtype=np.uint32)
+        self._offsets = (np.arange(self.ROWS, dtype=np.uint64) * np.uint64(counters))[:, None]
+
+    def _cells(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        return multiply_shift(keys, self.ROWS, self._bits) + self._offsets
 
     def add(self, keys: npt.ArrayLike) -> None:
         """Count each key once (pass a document's distinct fingerprints)."""
         keys = np.asarray(keys, dtype=np.uint64).ravel()
         if keys.size:
             # a repeated counter within one call counts once: a harmless under-count
-            self._counts[self._rows, multiply_shift(keys, self.ROWS, self._bits)] += np.uint32(1)
+            self._counts[self._cells(keys).ravel()] += np.uint32(1)
 
     def estimate(self, keys: npt.ArrayLike) -> npt.NDArray[np.uint32]:
         keys = np.asarray(keys, dtype=np.uint64).ravel()
-        counts = self._counts[self._rows, multiply_shift(keys, self.ROWS, self._bits)]
-        return counts.min(axis=0)  # type: ignore[no-any-return]
+        return self._counts[self._cells(keys)].min(axis=0)  # type: ignore[no-any-return]
 
     def rarest(self, keys: npt.NDArray[np.uint64], count: int) -> npt.NDArray[np.uint64]:
         """The ``count`` rarest of ``keys`` (distinct), ties by smaller value, sorted by value.

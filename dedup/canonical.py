@@ -65,8 +65,8 @@ from dedup.html_text import (
     BREAK,
     ENGINES,
     decode_html,
+    extract_document,
     extract_utf8,
-    looks_binary,
     looks_like_html,
 )
 
@@ -280,11 +280,8 @@ def _marked(html: str | bytes, engine: str, encoding: str | None, lines: bool = 
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if isinstance(html, (bytes, bytearray, memoryview)):
-        data = bytes(html)
-        if looks_binary(data):
-            return b""
-        html = decode_html(data, encoding)
-    elif not isinstance(html, str):
+        return extract_document(bytes(html), encoding, engine, lines)
+    if not isinstance(html, str):
         raise TypeError(f"html must be str or bytes, got {type(html).__name__}")
     return extract_utf8(html, engine, lines)
 

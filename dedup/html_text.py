@@ -38,7 +38,9 @@ whitespace before the first element (``"&#13;x"``) has no place in libxml2's tre
 
 Bytes are decoded once, here, by :func:`decode_html`, and both engines parse the same ``str`` given
 to libxml2 as UTF-8 with the encoding stated, so a ``<meta charset>`` or an XML declaration cannot
-make the engines read the bytes differently.
+make the engines read the bytes differently. A document whose bytes already are that UTF-8 (the
+usual case) is parsed from them as they are: :func:`extract_document` skips a decode and an
+encode that would only give them back.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ __all__ = [
     "REMOVED_TAGS",
     "decode_html",
     "extract",
+    "extract_document",
     "extract_utf8",
     "looks_binary",
     "looks_like_html",
@@ -212,11 +215,50 @@ def _prepare(html: str) -> bytes:
         data = html.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: libxml2 takes only valid UTF-8
         data = html.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
+    return _clean_utf8(data)
+
+
+def _clean_utf8(data: bytes, has_break: bool | None = None) -> bytes:
+    """UTF-8 without a leading BOM and with every raw BREAK replaced (``has_break``: whether
+    the caller already knows if there is one)."""
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8) :]
-    if _BREAK_UTF8 in data:
+    if has_break is None:
+        has_break = _BREAK_UTF8 in data
+    if has_break:
         data = data.replace(_BREAK_UTF8, "\ufffd".encode("utf-8"))
     return data
+
+
+# what str.isspace() accepts among ASCII characters (it counts \x1c-\x1f too)
+_ASCII_SPACE_ONLY = re.compile(rb"[\t\n\x0b\x0c\r\x1c-\x1f ]*\Z")
+
+
+def _utf8_input(data: bytes, encoding: str | None) -> bytes | None:
+    """``_prepare(decode_html(data, encoding))`` when :func:`decode_html` would decode ``data``
+    as UTF-8 without a replacement: then decoding and encoding again give back the same bytes,
+    so skip both (ASCII documents are not even decoded). ``b""`` for a document that is only
+    whitespace; ``None`` when the document must go the long way round.
+    """
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8) :]
+    elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return None
+    else:
+        # decode_html's order: the transport's charset, the declared one, then UTF-8 if valid
+        codec = None if encoding is None else _codec(encoding, declared=False)
+        if codec is None:
+            codec = _declared_codec(data[:_SNIFF_BYTES])
+        if codec not in (None, "utf_8"):
+            return None
+    if data.isascii():
+        return b"" if _ASCII_SPACE_ONLY.match(data) else _clean_utf8(data, has_break=False)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None  # decode_html puts U+FFFD (or reads windows-1252): not these bytes
+    # (a one-character search in the str is cheaper than a three-byte one in the bytes)
+    return b"" if text.isspace() else _clean_utf8(data, has_break=BREAK in text)
 
 
 # -- the reference engine: BeautifulSoup ---------------------------------------------------------
@@ -374,6 +416,30 @@ def _fast(data: bytes, lines: bool) -> bytes:
     if root is None:  # nothing but whitespace, comments, ...
         return b""
     return bytes((local.lines if lines else local.words)(root))
+
+
+def extract_document(
+    data: bytes, encoding: str | None = None, engine: str = "fast", lines: bool = True
+) -> bytes:
+    """:func:`extract_utf8` of an HTML document's bytes: ``b""`` for binary data, else the
+    text of ``decode_html(data, encoding)``. A UTF-8 document is parsed from its own bytes,
+    without a decode and an encode that would give them back unchanged.
+
+    >>> extract_document("<p>caf\u00e9</p>".encode("utf-8")).decode("utf-8").split(BREAK)[3]
+    'café'
+    >>> extract_document(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00")
+    b''
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if looks_binary(data):
+        return b""
+    prepared = _utf8_input(data, encoding)
+    if prepared is None:
+        return extract_utf8(decode_html(data, encoding), engine, lines)
+    if not prepared:
+        return b""
+    return _fast(prepared, lines) if engine == "fast" else _reference(prepared).encode("utf-8")
 
 
 def extract_utf8(html: str, engine: str = "fast", lines: bool = True) -> bytes:

@@ -188,6 +188,30 @@ def _count_distinct(ids: UInt64Array) -> int:
     return 1 + int(np.count_nonzero(ordered[1:] != ordered[:-1]))
 
 
+def _smallest_and_count(ids: UInt64Array, s: int) -> tuple[UInt64Array, int]:
+    """The ``s`` smallest distinct ids (a new array, sorted) and the number of distinct ids.
+
+    One sort serves both; the distinct count is a count of the places where the sorted ids
+    change, and the smallest ``s`` distinct ids are a short prefix unless the smallest ids
+    repeat heavily. No full array of the distinct ids is built.
+    """
+    ordered = np.sort(ids)
+    if ordered.size < 2:
+        return ordered, int(ordered.size)
+    changes = ordered[1:] != ordered[:-1]  # changes[i]: ordered[i + 1] is a new value
+    count = 1 + int(np.count_nonzero(changes))
+    if count == ordered.size:  # no repeats at all
+        return ordered[:s].copy(), count
+    for head in (min(2 * s, ordered.size), ordered.size):
+        keep = np.empty(head, dtype=np.bool_)
+        keep[0] = True
+        keep[1:] = changes[: head - 1]
+        smallest = ordered[:head][keep]
+        if smallest.size >= s or head == ordered.size:
+            return smallest[:s].copy(), count
+    raise AssertionError("unreachable: the last head is the whole array")  # pragma: no cover
+
+
 def _smallest_distinct(ids: UInt64Array, s: int) -> UInt64Array:
     """The ``s`` smallest distinct ids (all of them, sorted, if there are fewer).
 
@@ -309,12 +333,22 @@ class MinSketch(Sketch):
         arr = as_ids(ids)
         known = _n_given(n, arr)
         if known is None:
-            distinct = _sorted_unique(arr)
-            return cls(distinct[:s], s, distinct.size)
+            values, count = _smallest_and_count(arr, s)
+            return cls._trusted(values, s, count)
         smallest = _smallest_distinct(arr, s)
         if smallest.size < min(s, known):
             raise ValueError(f"n={known} given, but the ids hold only {smallest.size} distinct")
         return cls(smallest, s, known)
+
+    @classmethod
+    def _trusted(cls, values: UInt64Array, s: int, n: int) -> MinSketch:
+        """A sketch from values known to be right (sorted, distinct, min(s, n) of them, a fresh
+        array): the hot path of :meth:`from_ids` skips re-checking what it just computed."""
+        sketch = cls.__new__(cls)
+        sketch.s, sketch.n = s, n
+        values.flags.writeable = False
+        sketch.values = values
+        return sketch
 
     @classmethod
     def _from_parts(cls, params: tuple[int, ...], n: int, values: UInt64Array) -> MinSketch:

@@ -17,6 +17,7 @@ b'rose\\x00\\x00\\x00\\x00'
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -28,19 +29,24 @@ __all__ = ["UNIT_BYTES", "to_units", "units_to_bytes"]
 #: width of one unit in bytes: a 64-bit word
 UNIT_BYTES = 8
 
-_TAIL = "\x00" * (UNIT_BYTES - 1)
-# _KEEP_TOP[k] keeps the k most significant bytes of a big-endian word and zeroes the rest
-_KEEP_TOP = np.array(
-    [(1 << 64) - (1 << (8 * (UNIT_BYTES - k))) for k in range(UNIT_BYTES + 1)], dtype=np.uint64
-)
+_TAIL = "\x00" * UNIT_BYTES
+_UNIT_SHIFT = UNIT_BYTES.bit_length() - 1
+_LITTLE = sys.byteorder == "little"
+# the padding trick in to_units
+_ONES = np.uint64(0x0101010101010101)
+_HIGH_BITS = np.uint64(0x8080808080808080)
+_ONE = np.uint64(1)
 
 
 def to_units(tokens: Sequence[str]) -> npt.NDArray[np.uint64]:
     """The units of ``tokens``, in order: ``ceil(len(token.encode()) / 8)`` units per token.
 
-    Vectorised, with no per-token Python loop: the tokens are joined with NUL and encoded once,
-    the NULs give each token's byte range, every unit is one unaligned 8-byte big-endian read at
-    its first byte, and a mask by the unit's length clears whatever follows (the padding).
+    Vectorised, with no per-token Python loop: the tokens are joined with NUL (and a NUL before
+    the first) and encoded once, the NULs give each token's byte range, and every unit is one
+    unaligned 8-byte read at its first byte. Read least significant byte first, the token's
+    bytes are the low end of the word and the first NUL after them marks where the padding
+    starts, so a branch-free bit trick clears the rest; a byte swap gives the big-endian value.
+    (A per-token loop in Python would cost more than all of this together.)
 
     >>> to_units(["ab", ""])
     Traceback (most recent call last):
@@ -52,36 +58,67 @@ def to_units(tokens: Sequence[str]) -> npt.NDArray[np.uint64]:
     n = len(tokens)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
-    # NUL separators mark token ends; the trailing NULs keep every 8-byte read in bounds
-    data = ("\x00".join(tokens) + _TAIL).encode("utf-8")
-    size = len(data) - len(_TAIL)
-    bounds = np.empty(n + 1, dtype=np.int64)  # the separator before each token, and the end
-    bounds[0] = -1
-    separators = np.flatnonzero(np.frombuffer(data, dtype=np.uint8, count=size) == 0)
-    if len(separators) != n - 1:
+    # the trailing NULs keep every 8-byte read in bounds
+    data = ("\x00" + "\x00".join(tokens) + _TAIL).encode("utf-8")
+    size = len(data) - (UNIT_BYTES - 1)  # up to and including the NUL after the last token
+    nuls = (np.frombuffer(data, dtype=np.uint8, count=size) == 0).nonzero()[0]
+    if len(nuls) != n + 1:
         _raise_bad_token(tokens)  # some token contains NUL
-    bounds[1:n] = separators
-    bounds[n] = size
-    starts = bounds[:-1] + 1
-    lengths = bounds[1:] - starts
-    if lengths.min() == 0:
+    # Positions below count from the byte after data[0]: token t starts at nuls[t].
+    first = nuls[:-1]
+    gaps = nuls[1:] - first  # each token's length + 1
+    if gaps.min() == 1:
         _raise_bad_token(tokens)
-    chunks = (lengths + (UNIT_BYTES - 1)) // UNIT_BYTES
-    chunk_end = np.cumsum(chunks)
-    total = int(chunk_end[-1])
-    if total == n:  # every token fits in one unit
-        first, used = starts, lengths
-    else:
-        # unit j of token t starts 8j bytes into it; only a token's last unit is partly padded
-        first = np.repeat(starts - UNIT_BYTES * (chunk_end - chunks), chunks)
-        first += np.arange(0, UNIT_BYTES * total, UNIT_BYTES, dtype=np.int64)
-        used = np.full(total, UNIT_BYTES, dtype=np.int64)
-        used[chunk_end - 1] = lengths - UNIT_BYTES * (chunks - 1)
-    # every byte offset read as a big-endian 64-bit word (an overlapping, unaligned view)
-    words = np.ndarray(shape=(size,), dtype=">u8", buffer=data, strides=(1,))
-    units = words.take(first).astype(np.uint64)
-    units &= _KEEP_TOP[used]  # zero the bytes past the token's end: the NUL padding
-    return units
+    if gaps.max() > UNIT_BYTES + 1:  # some token needs more than one unit
+        # unit j of token t starts 8j bytes into it
+        chunks = gaps
+        chunks += UNIT_BYTES - 2
+        chunks >>= _UNIT_SHIFT  # ceil(length / 8)
+        before = np.cumsum(chunks)
+        total = int(before[-1])
+        before -= chunks
+        before <<= _UNIT_SHIFT  # 8 × the units of the tokens before token t
+        first = np.repeat(first - before, chunks)
+        first += _unit_offsets(total)
+    # Every unit is the 8 bytes after its position, read least significant byte first (an
+    # overlapping, unaligned view; indexing, unlike take, does not copy the whole view first).
+    words = np.ndarray(shape=(size - 1,), dtype="<u8", buffer=data, offset=1, strides=(1,))
+    units = words[first]
+    # Bit 7 of each NUL byte, exact for the lowest one (a borrow may mark others above it):
+    nul = units - _ONES
+    keep = ~units
+    nul &= keep
+    nul &= _HIGH_BITS
+    # The bytes below the lowest NUL, byte k: the bits below bit 8k + 7, shifted right by 7.
+    # With no NUL the bits below are all 64, and an arithmetic shift keeps them all.
+    np.subtract(nul, _ONE, out=keep)
+    np.invert(nul, out=nul)
+    keep &= nul
+    signed = keep.view(np.int64)
+    signed >>= 7
+    units &= keep
+    # the bytes in memory are now the unit's, in order: read them big-endian
+    if _LITTLE:
+        return units.byteswap(inplace=True).view(np.uint64)
+    return units.view(">u8").astype(np.uint64)  # pragma: no cover - big-endian machines
+
+
+_MAX_SHARED_OFFSETS = 1 << 20
+_offsets = np.arange(0, UNIT_BYTES << 12, UNIT_BYTES, dtype=np.int64)
+_offsets.flags.writeable = False
+
+
+def _unit_offsets(total: int) -> npt.NDArray[np.int64]:
+    """``8 · arange(total)``, from a shared read-only array grown on demand (up to 8 MiB)."""
+    global _offsets
+    offsets = _offsets
+    if len(offsets) < total:
+        stop = UNIT_BYTES * max(total, 2 * len(offsets))
+        offsets = np.arange(0, stop, UNIT_BYTES, dtype=np.int64)
+        if len(offsets) <= _MAX_SHARED_OFFSETS:
+            offsets.flags.writeable = False
+            _offsets = offsets  # one assignment: other threads see the old array or the new one
+    return offsets[:total]
 
 
 def _raise_bad_token(tokens: Sequence[str]) -> NoReturn:

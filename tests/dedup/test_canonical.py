@@ -504,3 +504,65 @@ def test_decode_html_never_raises(data: bytes, encoding: str | None) -> None:
     text = decode_html(data, encoding)
     assert isinstance(text, str)
     text.encode("utf-8")  # no lone surrogates either
+
+
+# -- bytes: the UTF-8 shortcut ------------------------------------------------------------------
+
+# documents whose bytes are UTF-8 skip the decode and re-encode; everything else goes the long
+# way. Both must give what the long way gives.
+document_bytes = st.one_of(
+    st.binary(max_size=120),
+    st.text(alphabet=TRICKY + "<>/p ", max_size=60).map(
+        lambda t: t.encode("utf-8", "surrogatepass")
+    ),
+    st.tuples(st.sampled_from([b"", b"\xef\xbb\xbf", b"\xef\xbb\xbf\xef\xbb\xbf"]), tag_soup).map(
+        lambda parts: parts[0] + parts[1].encode("utf-8", "surrogatepass")
+    ),
+)
+transport_encodings = st.sampled_from([None, "utf-8", "UTF8", "latin-1", "hex", "nonsense"])
+
+
+def _the_long_way(data: bytes, encoding: str | None, engine: str, lines: bool) -> bytes:
+    if html_text.looks_binary(data):
+        return b""
+    return html_text.extract_utf8(decode_html(data, encoding), engine, lines)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(document_bytes, transport_encodings, st.booleans())
+def test_utf8_shortcut_equals_the_long_way(
+    data: bytes, encoding: str | None, lines: bool
+) -> None:
+    expected = _the_long_way(data, encoding, "fast", lines)
+    assert html_text.extract_document(data, encoding, "fast", lines) == expected
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"<p>plain ascii</p>",
+        "<p>caf\u00e9 \u2014 na\u00efve</p>".encode(),
+        b"\xef\xbb\xbf<p>one BOM</p>",
+        b"\xef\xbb\xbf\xef\xbb\xbf<p>two BOMs</p>",  # the second is a character, then stripped
+        "<p>a\ufdd0b</p>".encode(),  # a raw BREAK is replaced on both ways
+        b" \t\x1c\x1f\n",  # whitespace to str.isspace(), though not to bytes.isspace()
+        "\u3000\u2003\n".encode(),
+        b"\x1c<p>x</p>",
+        b'<meta charset="latin-1"><p>caf\xe9</p>',  # declared: the long way
+        '<meta charset="utf-8"><p>caf\u00e9</p>'.encode(),
+        b"<p>broken \xff utf-8</p>",  # invalid: the long way puts U+FFFD
+        b'<?xml version="1.0" encoding="utf-8"?><p>x\xc3\xa9</p>',
+        b"",
+    ],
+)
+def test_utf8_shortcut_examples(data: bytes, engine: str) -> None:
+    for encoding in (None, "utf-8", "koi8-r"):
+        for lines in (True, False):
+            expected = _the_long_way(data, encoding, engine, lines)
+            assert html_text.extract_document(data, encoding, engine, lines) == expected
+    assert html_text._utf8_input(b'<meta charset="latin-1"><p>x', None) is None
+    assert html_text._utf8_input(b"<p>\xff", None) is None
+    assert html_text._utf8_input(b"<p>x", "koi8-r") is None
+    assert html_text._utf8_input(b"\xef\xbb\xbf<p>x", "koi8-r") == b"<p>x"  # a BOM wins
+    assert html_text._utf8_input(b" \x1c", None) == b""

@@ -7,7 +7,8 @@ keeps this module near 15 s. ``NEARDUP_CORPUS_PAGES=all`` compares every page.
 
 The reference is parsed once per page and gives both the word and the line streams, through the
 same functions ``html_tokens`` uses after ``extract``; the fast engine goes through the public
-``html_tokens`` for each unit, as the crawler does.
+``html_tokens`` for each unit, as the crawler does, from the page's bytes and from its decoded
+text.
 """
 
 from __future__ import annotations
@@ -59,14 +60,19 @@ def test_engines_agree_on_real_pages(pages: list[Path]) -> None:
     differences = []
     tokens = 0
     for page in pages:
-        html = decode_html(page.read_bytes())
+        data = page.read_bytes()
+        html = decode_html(data)
         marked = extract_utf8(html, "reference")
         expected = {"word": canonical._words(marked), "line": canonical._lines(marked, BREAK)}
         tokens += len(expected["word"])
         for unit, reference in expected.items():
-            fast = html_tokens(html, unit, "fast")
-            if fast != reference:
-                differences.append(f"{page} [{unit}]: {_first_difference(fast, reference)}")
+            # from the decoded str, and from the bytes as a crawl has them (UTF-8 pages skip
+            # the decode and re-encode)
+            for source, what in ((html, "str"), (data, "bytes")):
+                fast = html_tokens(source, unit, "fast")
+                if fast != reference:
+                    difference = _first_difference(fast, reference)
+                    differences.append(f"{page} [{unit}, {what}]: {difference}")
     if differences:
         listing = "\n".join(differences)
         pytest.fail(f"{len(differences)} differing streams in {len(pages)} pages:\n{listing}")

@@ -81,8 +81,9 @@ def test_every_allowed_width(bits: int) -> None:
         data = rng.bytes(size)
         assert rf.fingerprint(data) == slow_fingerprint(data, rf.polynomial)
     units = rng.integers(0, 2**64, size=30, dtype=np.uint64)
-    expected = [rf.fingerprint(units_to_bytes(units[i : i + 3])) for i in range(28)]
-    assert rf.shingle_fingerprints(units, 3).tolist() == expected
+    for w in (3, 7):  # straight from the unit tables, and through the residue shift tables
+        expected = [rf.fingerprint(units_to_bytes(units[i : i + w])) for i in range(31 - w)]
+        assert rf.shingle_fingerprints(units, w).tolist() == expected
 
 
 def test_known_values() -> None:
@@ -361,3 +362,41 @@ def test_same_polynomial_shares_tables() -> None:
     clone = pickle.loads(pickle.dumps(a))
     assert clone == a and clone._t is a._t
     assert repr(a) == f"RabinFingerprinter({a.polynomial:#x})"
+
+
+def test_results_do_not_share_scratch_memory() -> None:
+    """The window path reuses per-thread scratch buffers; what it returns must be its own."""
+    rf, other = RabinFingerprinter.from_seed(3), RabinFingerprinter.from_seed(4, bits=40)
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 2**64, size=500, dtype=np.uint64)
+    b = rng.integers(0, 2**64, size=5000, dtype=np.uint64)
+    first = rf.shingle_fingerprints(a, 4)
+    kept = first.copy()
+    for w in (1, 3, 4, 6):
+        rf.shingle_fingerprints(b, w)
+        other.shingle_fingerprints(b, w)
+    assert first.tolist() == kept.tolist()
+    assert first.tolist() == [rf.fingerprint(units_to_bytes(a[i : i + 4])) for i in range(497)]
+
+
+def test_wide_tables_match_the_byte_tables() -> None:
+    """Each 16-bit table entry is the XOR of the two byte-table entries it stands for."""
+    rf = RabinFingerprinter.from_seed(6, bits=40)
+    wide = rf._t.unit_windows()
+    table = wide.table.view(np.uint64).reshape(wide.chunks, 1 << 16, wide.maps)
+    rng = np.random.default_rng(6)
+    for j in range(wide.maps):
+        narrow = rf._t.times_x_power(rf.bits + 64 * j, 64).table.reshape(8, 256)
+        for k in range(wide.chunks):
+            for value in rng.integers(0, 1 << 16, size=50):
+                expected = narrow[2 * k, value & 0xFF] ^ narrow[2 * k + 1, value >> 8]
+                assert table[k, value, j] == expected
+    assert not wide.table.flags.writeable
+
+
+def test_huge_page_memory_is_zeroed_and_aligned() -> None:
+    memory = rabin._huge_pages(3 << 20)
+    assert memory.dtype == np.uint8 and len(memory) == 3 << 20
+    assert memory.ctypes.data % rabin._HUGE_PAGE == 0
+    assert not memory.any()
+    memory[-1] = 7  # writable

@@ -425,3 +425,18 @@ def test_values_are_read_only():
     sk = MinSketch.from_ids(arr([1, 2, 3]), 2)
     with pytest.raises(ValueError, match="read-only"):
         sk.values[0] = 7
+
+
+@pytest.mark.parametrize("s", [1, 3, 8])
+def test_min_sketch_when_the_smallest_ids_repeat(s):
+    """The s smallest distinct ids are searched in a short sorted prefix first; heavy repeats
+    among the smallest send the search past it, and the result must not change."""
+    ids = arr([1] * 50 + [2] * 40 + [3] * 30 + list(range(100, 140)) + [5, 4, 4])
+    distinct = sorted(set(ids.tolist()))
+    sketch = MinSketch.from_ids(ids, s)
+    assert sketch.values.tolist() == distinct[:s]
+    assert sketch.n == len(distinct)
+    assert not sketch.values.flags.writeable
+    assert sketch.values.base is None  # its own memory, not a view of the sorted ids
+    assert MinSketch.from_ids(arr(list(range(s + 5))), s).values.base is None
+    assert sketch == MinSketch(distinct[:s], s, len(distinct))  # as the checked constructor

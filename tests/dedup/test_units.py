@@ -125,3 +125,20 @@ def test_units_to_bytes_accepts_lists_and_strided_arrays() -> None:
     units = np.array([1, 2, 3, 4], dtype=np.uint64)
     assert units_to_bytes(units[::2]) == (1).to_bytes(8, "big") + (3).to_bytes(8, "big")
     assert units_to_bytes([2**64 - 1]) == b"\xff" * 8
+
+
+def test_streams_longer_than_the_shared_offsets() -> None:
+    # more units than the precomputed offsets hold (4,096), so they grow, and shorter streams
+    # afterwards still read the right prefix
+    long_tokens = ["abcdefghijk"] * 3000  # two units each
+    assert to_units(long_tokens).tolist() == slow_units(long_tokens)
+    short = ["x" * 9, "y"]
+    assert to_units(short).tolist() == slow_units(short)
+
+
+@pytest.mark.parametrize("size", [1, 7, 8, 9, 15, 16, 17, 64, 65])
+def test_padding_is_cleared_whatever_follows(size: int) -> None:
+    # the bytes after a token in the joined text belong to the next token: none may leak
+    for neighbour in ("\x7f" * 9, "\xff" * 9, "é" * 9, "\U0001f600" * 3):
+        tokens = ["a" * size, neighbour, "b" * size]
+        assert to_units(tokens).tolist() == slow_units(tokens), neighbour

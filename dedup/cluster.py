@@ -213,7 +213,7 @@ class GreedyClusterer:
             est = estimate(sketch, self.index.representative(cluster_id))
             return self._joined("exact_duplicate", cluster_id, est, doc, 0, 0, 0)
 
-        cands = self.index.candidates(sketch.values, self.cap)
+        cands = self.index.candidates(sketch.distinct(), self.cap)
         need = self._needed_bound()
         denominator = bound_denominator(sketch, containment=self.params.containment is not None)
         best_r: tuple[float, int, Estimate] | None = None
@@ -295,7 +295,7 @@ class GreedyClusterer:
         popular = self.params.representative == "popular"
         indexed = None
         if self._frequency is not None:
-            distinct = np.unique(sketch.values)
+            distinct = sketch.distinct()
             self._frequency.add(distinct)
             if decision.kind == "new":
                 indexed = self._indexed_part(sketch, distinct)

@@ -251,6 +251,11 @@ class Sketch:
     values: UInt64Array
     n: int
 
+    def distinct(self) -> UInt64Array:
+        """The sampled values without repeats, ascending: every kind but the permutation card
+        stores them so already (its constructor checks), so this is free for them."""
+        return self.values
+
     @property
     def params(self) -> dict[str, int]:
         """The sketch parameters by name, e.g. ``{"s": 100}``."""
@@ -504,6 +509,10 @@ class PermutationSketch(Sketch):
     _KIND_BYTE = 5
     _PARAMS = struct.Struct(">IQ")
     _PARAM_NAMES = ("k", "seed")
+
+    def distinct(self) -> UInt64Array:
+        """The card's values without repeats (two permutations may share a minimum)."""
+        return np.unique(self.values)
 
     def __init__(self, values: npt.ArrayLike, k: int, seed: int, n: int) -> None:
         self.k = _check_int("k", k, 1, _MAX_U32)

@@ -71,7 +71,7 @@ class LmdbIndex:
         """
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
             raise ValueError(f"cap must be a positive integer; got {cap!r}")
-        distinct = np.unique(np.asarray(fingerprints, dtype=np.uint64))
+        distinct = _ascending_distinct(np.asarray(fingerprints, dtype=np.uint64))
         presence = self._presence_filter()
         if presence is not None:  # keys certainly in no representative need no lookup
             distinct = distinct[presence.might_hold(distinct)]
@@ -201,7 +201,7 @@ class LmdbIndex:
         self._t.put("clusters", key, _CLUSTER.pack(doc_id, 1, 1) + sketch.to_bytes())
         self._t.put("members", key, pack_id(doc_id))
         self._t.put("doc_clusters", pack_id(doc_id), key)
-        distinct = np.unique(sketch.values if indexed is None else indexed)
+        distinct = sketch.distinct() if indexed is None else _ascending_distinct(indexed)
         self._t.put_many("fp_clusters", zip(_packed(distinct), repeat(key)))
         if self._presence is not None:
             self._presence.add(distinct)
@@ -327,6 +327,14 @@ def _parse_info(cluster_id: int, value: bytes | memoryview) -> ClusterInfo:
     return ClusterInfo(cluster_id, int(first), int(size), bool(identical))
 
 
+def _ascending_distinct(values: np.ndarray) -> np.ndarray:
+    """``values`` sorted without repeats; a check when they already are (sketch values are)."""
+    values = np.asarray(values, dtype=np.uint64)
+    if values.size < 2 or bool((values[1:] > values[:-1]).all()):
+        return values
+    return np.unique(values)
+
+
 def _packed(values: np.ndarray) -> list[bytes]:
     """uint64 values as 8-byte big-endian keys (``V8`` keeps trailing NULs, ``S8`` would not).
 
@@ -362,7 +370,7 @@ def _cut_at_cap(rows: np.ndarray, cap: int) -> tuple[np.ndarray, list[tuple[byte
 
 def _distinct(sketch: Sketch) -> list[int]:
     """A sketch's fingerprints without repeats (a permutation card may repeat one)."""
-    return np.unique(sketch.values).tolist()  # type: ignore[no-any-return]
+    return sketch.distinct().tolist()  # type: ignore[no-any-return]
 
 
 def _check_id(name: str, value: int) -> None:

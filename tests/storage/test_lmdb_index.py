@@ -153,6 +153,6 @@ def test_the_index_need_is_kept_with_the_store(tmp_path):
     with Store.open(tmp_path) as store:
         assert store.index.index_need() == 0.85
         held = [fp for fp in range(1000, 1100) if store.index.postings(fp)]
-        assert len(held) == indexed_count(100, 0.85) == 17
+        assert len(held) == indexed_count(100, 0.85) == 18
         with pytest.raises(ValueError, match="threshold 0.8 needs more of it"):
             GreedyClusterer(store.index, DedupParams(threshold=0.8))

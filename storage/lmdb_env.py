@@ -240,7 +240,12 @@ class Transactions:
 
     def put(self, db: str, key: bytes, value: bytes) -> None:
         """Write ``key → value`` (for a dupsort database: add the pair)."""
-        self._write(("put", db, key, value))
+        txn = self._require_batch()  # the most frequent write, so without _write's dispatch
+        self._ops.append(("put", db, key, value))
+        try:
+            txn.put(key, value, db=self.dbs[db])
+        except lmdb.MapFullError:
+            self._grow_and_replay()
 
     def put_many(self, db: str, items: Iterable[tuple[bytes, bytes]]) -> None:
         """Write every ``(key, value)`` of ``items`` (dupsort: add each pair) in one call.

@@ -1,6 +1,6 @@
 """What the crawl-time dedup stage costs, and how right its decisions are, in one run.
 
-    python -m benchmarks.crawl [--pages 2400] [--repeats 3] [--seed 1] [--json]
+    python -m benchmarks.crawl [--pages 2400] [--repeats 3] [--seed 1] [--inline] [--json]
 
 **The site.** :func:`benchmarks.crawl_site.build_site` generates *The Handbook Digest*: by
 default 2,400 pages on one template (articles made of real sentences from Debian's
@@ -13,7 +13,10 @@ served by :func:`crawler.server.serve` on 127.0.0.1, so a crawl from ``/`` reach
 fresh store, through :func:`crawler.commands.crawl.crawl`, the function ``neardup crawl``
 runs, with the built-in configuration and no progress line:
 
-* **with** the dedup stage: :data:`crawler.commands.crawl.PIPELINES` (dedup, then storage);
+* **with** the dedup stage: :data:`crawler.commands.crawl.PIPELINES` (dedup, then storage),
+  whose work runs in its worker process beside the crawl (:mod:`crawler.session`);
+* **inline** (with ``--inline``): the same, ``NEARDUP_WORKER="inline"``, so the work runs on
+  Scrapy's own thread, as it did before the worker process: what the worker saves;
 * **without** it: the same spider and settings with ``NEARDUP_ENABLED=False``, so both
   pipelines are ``NotConfigured``. The spider still canonicalises every page (it does so
   whatever the setting), so this difference is the pipelines' cost alone;
@@ -21,8 +24,11 @@ runs, with the built-in configuration and no progress line:
   ``html_tokens`` replaced by a stub in that process, to show what canonicalisation costs
   on top: the difference to a crawler that has no dedup at all.
 
-In the *with* crawl each stage's ``process_item`` is wrapped to count the CPU time it takes
-(two clock reads per call), which the stats' wall-clock split cannot tell on a busy machine.
+In the crawls with the stage, each stage's ``process_item`` and the session's handling of the
+worker's replies are wrapped to count the CPU time they take on the event-loop thread (two
+clock reads per call), which the stats' wall-clock split cannot tell on a busy machine; the
+worker process reports its own CPU time (``neardup/worker_cpu_seconds``), which the *CPU s*
+column includes: it is the CPU the crawl costs the machine, on either core.
 The variants alternate (ABC, CBA, ...) and each figure is the median of ``--repeats`` runs.
 Concurrency is the config default (8 requests, 8 per host). AutoThrottle is *off* (unless
 ``--autothrottle``): with it, Scrapy spaces requests by a delay taken from the latency it
@@ -62,9 +68,12 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-VARIANTS = ("with", "without", "fetch_only")
+VARIANTS = ("with", "inline", "without", "fetch_only")
+#: the variants that run the dedup stage: in its worker process, or inline on Scrapy's thread
+DEDUP_VARIANTS = ("with", "inline")
 LABELS = {
     "with": "with dedup stage",
+    "inline": "with, NEARDUP_WORKER=inline",
     "without": "without (NEARDUP_ENABLED=False)",
     "fetch_only": "fetch only (no canonicalise)",
 }
@@ -90,8 +99,10 @@ def child_main(spec_path: str) -> None:
 
     config = apply_overrides(replace(Config(), store=spec["store"]), spec["overrides"])
     settings: dict[str, Any] = {}
-    if spec["variant"] != "with":
+    if spec["variant"] not in DEDUP_VARIANTS:
         settings["NEARDUP_ENABLED"] = False
+    if spec["variant"] == "inline":
+        settings["NEARDUP_WORKER"] = "inline"
     if spec["variant"] == "fetch_only":
         import crawler.spiders.site as site_module
 
@@ -99,15 +110,21 @@ def child_main(spec_path: str) -> None:
             return ["page"]
 
         setattr(site_module, "html_tokens", no_canonicalise)  # noqa: B010 - a stub, on purpose
-    pipeline_cpu = _time_pipelines() if spec["variant"] == "with" else {}
+    pipeline_cpu = _time_pipelines() if spec["variant"] in DEDUP_VARIANTS else {}
     before = resource.getrusage(resource.RUSAGE_SELF)
     outcome = crawl(config, [spec["url"]], progress=False, settings=settings)
     after = resource.getrusage(resource.RUSAGE_SELF)
+    # the dedup stage's worker process says what it used (none inline or without the stage)
+    worker_cpu = float(outcome.stats.get("neardup/worker_cpu_seconds", 0.0))
+    if worker_cpu:
+        pipeline_cpu["worker"] = worker_cpu
     stats = outcome.stats
     result = {
         "variant": spec["variant"],
         "seconds": outcome.seconds,
-        "cpu_seconds": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+        # the crawl's process and its worker (the CPU the crawl costs the machine)
+        "cpu_seconds": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        + worker_cpu,
         "system_cpu_seconds": after.ru_stime - before.ru_stime,
         "max_rss_mb": after.ru_maxrss / 1024,
         "reason": outcome.reason,
@@ -126,12 +143,14 @@ def child_main(spec_path: str) -> None:
 
 
 def _time_pipelines() -> dict[str, float]:
-    """Count the CPU time (of the reactor's thread) spent in each stage's ``process_item``, and
-    in the session's timer and close, by wrapping them; two clock reads per call."""
+    """Count the event-loop thread's CPU time by wrapping methods (two clock reads per call):
+    each stage's ``process_item`` (which hands the page to the worker process, or does the work
+    itself when it runs inline), and the session's reading and settling of outcomes, timer and
+    close. The worker process's CPU is added by the caller (``worker``)."""
     import functools
 
     from crawler.pipelines import DedupPipeline, StoragePipeline
-    from crawler.session import DedupSession
+    from crawler.session import DedupSession, _Worker
 
     spent: dict[str, float] = {}
 
@@ -150,7 +169,9 @@ def _time_pipelines() -> dict[str, float]:
 
     wrap(DedupPipeline, "process_item", "dedup")
     wrap(StoragePipeline, "process_item", "storage")
+    wrap(_Worker, "_readable", "session")
     wrap(DedupSession, "_tick", "session")
+    wrap(DedupSession, "open", "session")
     wrap(DedupSession, "close", "session")
     return spent
 
@@ -181,7 +202,7 @@ def run_crawl(variant: str, url: str, work: Path, name: str, overrides: dict[str
     if result["reason"] != "finished" or result["exit_status"] != 0:
         raise RuntimeError(f"crawl {name} did not finish cleanly: {result['reason']}\n"
                            f"{proc.stderr[-4000:]}")  # fmt: skip
-    if variant == "with":
+    if variant in DEDUP_VARIANTS:
         result["log_lines"] = [
             json.loads(line) for line in Path(result["log"]).read_text("utf-8").splitlines()
         ]
@@ -336,7 +357,7 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
         row["pipeline_cpu_ms_per_page"] = {
             part: round(statistics.median(
                 1000 * r["pipeline_cpu_seconds"].get(part, 0.0) / r["responses"] for r in runs), 3)
-            for part in ("dedup", "storage", "session")
+            for part in ("dedup", "storage", "session", "worker")
         }  # fmt: skip
         row["decided"] = statistics.median(decided)
         row["commits"] = statistics.median(r["stats"].get("neardup/commits", 0) for r in runs)
@@ -355,7 +376,8 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
         overrides["dedup.threshold"] = args.threshold
     threshold = args.threshold if args.threshold is not None else Config().dedup.threshold
     crawl_config = Config().crawl
-    variants = [v for v in VARIANTS if v != "fetch_only" or args.fetch_only]
+    variants = [v for v in VARIANTS if (v != "fetch_only" or args.fetch_only)
+                and (v != "inline" or args.inline)]  # fmt: skip
 
     results: dict[str, Any] = {"load_average_at_start": round(os.getloadavg()[0], 2)}
     started = time.perf_counter()
@@ -378,6 +400,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="neardup-bench-crawl-"))
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     judge_results: list[dict[str, Any]] = []
+    inline_judged: list[dict[str, Any]] = []
     try:
         root = site.write(work)
         with serve(root) as base:
@@ -390,8 +413,9 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     log(f"run {repeat + 1}/{args.repeats} {variant:>10}: "
                         f"{result['seconds']:.2f} s, {result['cpu_seconds']:.2f} s CPU, "
                         f"{result['responses']:,} responses")  # fmt: skip
-                    if variant == "with":
-                        judge_results.append(judge(result.pop("log_lines")))
+                    if variant in DEDUP_VARIANTS:
+                        verdict = judge(result.pop("log_lines"))
+                        (judge_results if variant == "with" else inline_judged).append(verdict)
                     runs[variant].append(result)
     finally:
         if args.keep:
@@ -418,6 +442,14 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
         )
         results["dedup_stage"]["canonicalise_cpu_ms_per_page"] = round(
             without["cpu_ms_per_page"] - bare["cpu_ms_per_page"], 3)  # fmt: skip
+    if "inline" in results["crawls"]:
+        inline = results["crawls"]["inline"]
+        results["dedup_stage"]["inline_wall_ratio"] = round(
+            inline["seconds"] / without["seconds"], 3
+        )
+        results["dedup_stage"]["inline_cpu_ratio"] = round(
+            inline["cpu_seconds"] / without["cpu_seconds"], 3
+        )
     responses = {v: sorted({r["responses"] for r in rs}) for v, rs in runs.items()}
     results["responses_per_variant"] = responses
     results["judgement"] = judge_results[0]
@@ -425,6 +457,11 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
         {k: j[k] for k in ("kept", "exact_duplicate", "near_duplicate", "false_drops",
                            "missed_duplicates", "kept_with_earlier_kept_at_or_above_threshold")}
         for j in judge_results
+    ]  # fmt: skip
+    results["judgement_inline_per_run"] = [
+        {k: j[k] for k in ("kept", "exact_duplicate", "near_duplicate", "false_drops",
+                           "missed_duplicates", "kept_with_earlier_kept_at_or_above_threshold")}
+        for j in inline_judged
     ]  # fmt: skip
     results["load_average_at_end"] = round(os.getloadavg()[0], 2)
     return results
@@ -488,6 +525,12 @@ def render(results: dict[str, Any]) -> str:
             f"CPU x{d['cpu_ratio']:.3f} ({d['cpu_ms_per_page_added']:+.3f} ms per page)"
         ),
     ]
+    if "inline_wall_ratio" in d:
+        lines.append(
+            f"the same work inline on Scrapy's thread (NEARDUP_WORKER=inline) / without: wall "
+            f"x{d['inline_wall_ratio']:.3f} ({d['inline_wall_ratio'] - 1:+.1%}), CPU "
+            f"x{d['inline_cpu_ratio']:.3f}"
+        )
     if "wall_ratio_to_fetch_only" in d:
         lines.append(
             f"with / fetch only (all dedup work, canonicalisation included): wall "
@@ -510,15 +553,20 @@ def render(results: dict[str, Any]) -> str:
                 "spent waiting for a core; canonicalise is the spider's, paid by 'without' too)"
             ),
         ]
-        cpu = with_row["pipeline_cpu_ms_per_page"]
-        inside = cpu["dedup"] + cpu["storage"] + cpu["session"]
-        rest_with = with_row["cpu_ms_per_page"] - inside
-        lines.append(
-            f"CPU inside the stages (thread CPU in process_item, per page): dedup "
-            f"{cpu['dedup']:.3f}, storage {cpu['storage']:.3f}, session timer and close "
-            f"{cpu['session']:.3f} ms; the rest of the 'with' crawl {rest_with:.3f} ms/page "
-            f"against {without['cpu_ms_per_page']:.3f} without"
-        )
+        for variant in DEDUP_VARIANTS:
+            if variant not in results["crawls"]:
+                continue
+            row = results["crawls"][variant]
+            cpu = row["pipeline_cpu_ms_per_page"]
+            loop_side = cpu["dedup"] + cpu["storage"] + cpu["session"]
+            rest = row["cpu_ms_per_page"] - loop_side - cpu["worker"]
+            lines.append(
+                f"CPU per page, {LABELS[variant]}: on the event-loop thread in the stages "
+                f"{loop_side:.3f} ms (process_item: dedup {cpu['dedup']:.3f}, storage "
+                f"{cpu['storage']:.3f}; settling, timer and close {cpu['session']:.3f}); on the "
+                f"worker process {cpu['worker']:.3f} ms; the rest of the crawl {rest:.3f} ms "
+                f"against {without['cpu_ms_per_page']:.3f} without"
+            )
     j = results["judgement"]
     skipped = ", ".join(f"{r} {n}" for r, n in sorted(j["skipped"].items()))
     lines += [
@@ -570,6 +618,11 @@ def render(results: dict[str, Any]) -> str:
     )  # fmt: skip
     lines.append(f"  copies joined with their original, by exact resemblance to it: {bands}")
     per_run = results["judgement_per_run"]
+    inline_runs = results.get("judgement_inline_per_run") or []
+    if inline_runs:
+        same = all(r == per_run[0] for r in inline_runs)
+        lines.append("  the inline runs decided " + ("the same counts as the 'with' runs" if same
+                                                     else f"differently: {inline_runs}"))  # fmt: skip
     if len(per_run) > 1:
         same = all(r == per_run[0] for r in per_run)
         lines.append(f"  the {len(per_run)} 'with' runs decided "
@@ -599,6 +652,11 @@ def main(argv: list[str] | None = None) -> int:
         "--autothrottle",
         action="store_true",
         help="leave AutoThrottle as the config says (on) instead of off",
+    )
+    parser.add_argument(
+        "--inline",
+        action="store_true",
+        help="also crawl with NEARDUP_WORKER=inline (the dedup work on Scrapy's thread)",
     )
     parser.add_argument(
         "--no-fetch-only",

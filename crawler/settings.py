@@ -54,6 +54,7 @@ NEARDUP_MAX_PAGES = _CRAWL.max_pages  # URLs the spider schedules at most (0 = n
 NEARDUP_KEEP_TEXT = _CONFIG.review.keep_text  # keep dropped pages' canonical text (explain)
 NEARDUP_MAX_TEXT_BYTES = _CONFIG.review.max_text_bytes  # a longer kept text is cut to this
 NEARDUP_CAP = 64  # clusters read per fingerprint: the boilerplate cap that keeps clustering O(rs)
+NEARDUP_WORKER = "process"  # where decisions and storage run: "process" (a worker) or "inline"
 NEARDUP_RUN_ID = None  # name of this run's dedup log; None = start time and process id
 NEARDUP_PROGRESS = False  # the live progress line on stderr (neardup crawl turns it on)
 NEARDUP_PROGRESS_INTERVAL = 1.0  # seconds between two progress lines

@@ -23,7 +23,7 @@ import json
 import os
 import re
 import time as _time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
@@ -89,25 +89,36 @@ class DedupLog:
         ``duplicate_of`` is the URL of the page this one matched. Keyword arguments beyond the
         contract's keys are written too (after them), e.g. ``matches`` or ``sample_size``.
         """
-        entry: dict[str, Any] = {
-            "time": _time.time() if time is None else time,
-            "url": url,
-            "decision": decision,
-            "reason": reason,
-            "doc_id": doc_id,
-            "cluster_id": cluster_id,
-            "duplicate_of": duplicate_of,
-            "resemblance": resemblance,
-            "containment": containment,
-            "tokens": tokens,
-            "shingles": shingles,
-        }
-        if "run" in extra:
-            raise ValueError("log field 'run' is reserved: read_log adds the run id")
-        entry.update(extra)
-        self._out.write(json.dumps(entry, ensure_ascii=False, default=_plain) + "\n")
+        entry = _entry(url, decision, reason, doc_id, cluster_id, duplicate_of, resemblance,
+                       containment, tokens, shingles, time, extra)  # fmt: skip
+        self._out.write(_dumps(entry) + "\n")
         self._out.flush()
         return entry
+
+    def write_many(self, entries: Iterable[Mapping[str, Any]]) -> int:
+        """Append several decisions, each given as :meth:`write`'s keywords, with one write
+        and one flush (a batch's lines, after its commit); return how many.
+
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     with DedupLog(d, run_id="r") as log:
+        ...         log.write_many([{"url": "http://a.test/", "decision": "kept"},
+        ...                         {"url": "http://b.test/", "decision": "skipped",
+        ...                          "reason": "not_html"}])
+        ...     [e["decision"] for e in read_log(d)]
+        2
+        ['kept', 'skipped']
+        """
+        lines = []
+        for keywords in entries:
+            fields = dict(keywords)
+            extra = {k: fields.pop(k) for k in list(fields) if k not in _KEYWORDS}
+            entry = _entry(extra=extra, **fields)
+            lines.append(_dumps(entry) + "\n")
+        if lines:
+            self._out.write("".join(lines))
+            self._out.flush()
+        return len(lines)
 
     def close(self) -> None:
         if not self._out.closed:
@@ -125,6 +136,50 @@ class DedupLog:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+#: the keywords of DedupLog.write other than its extras
+_KEYWORDS = frozenset((*FIELDS, "time"))
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=lambda value: _plain(value))
+
+
+def _entry(
+    url: str,
+    decision: str,
+    reason: str | None = None,
+    doc_id: int | None = None,
+    cluster_id: int | None = None,
+    duplicate_of: str | None = None,
+    resemblance: float | None = None,
+    containment: float | None = None,
+    tokens: int | None = None,
+    shingles: int | None = None,
+    time: float | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One line's object: the contract's keys in order, then the extras."""
+    entry: dict[str, Any] = {
+        "time": _time.time() if time is None else time,
+        "url": url,
+        "decision": decision,
+        "reason": reason,
+        "doc_id": doc_id,
+        "cluster_id": cluster_id,
+        "duplicate_of": duplicate_of,
+        "resemblance": resemblance,
+        "containment": containment,
+        "tokens": tokens,
+        "shingles": shingles,
+    }
+    if extra:
+        if "run" in extra:
+            raise ValueError("log field 'run' is reserved: read_log adds the run id")
+        entry.update(extra)
+    return entry
+
+
+def _dumps(entry: Mapping[str, Any]) -> str:
+    return _ENCODER.encode(entry)
 
 
 def list_runs(directory: str | os.PathLike[str]) -> list[str]:

@@ -6,7 +6,10 @@ order pages arrive in (and so which copy greedy clustering keeps) is the same on
 
 from __future__ import annotations
 
+import os
+import pickle
 import re
+import signal
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -228,6 +231,91 @@ def test_kept_pages_lost_between_the_stages_are_decided_but_not_stored(demo_site
     assert not stored & {"/club/about.html", "/club/history.html"}
 
 
+def test_the_worker_process_and_the_inline_work_decide_alike(demo, tmp_path):
+    store = tmp_path / "store"
+    result = crawl_demo(demo["base"], store, "inline", NEARDUP_WORKER="inline")
+    inline = log_of(store, "inline")
+    fields = ("url", "decision", "doc_id", "cluster_id", "duplicate_of", "resemblance")
+
+    def decisions(log: list[dict[str, Any]]) -> list[list[Any]]:
+        # where a page lands in the WARC file varies by a byte or two: record ids are random
+        return [[e.get(k) for k in fields] + ["page" in e] for e in log]
+
+    assert decisions(inline) == decisions(demo["log"])
+    for key in ("neardup/kept", "neardup/exact_duplicate", "neardup/near_duplicate",
+                "neardup/skipped", "neardup/commits"):  # fmt: skip
+        assert result.stats[key] == demo["result"].stats[key], key
+    # the worker process reports its CPU; inline there is no worker
+    assert demo["result"].stats["neardup/worker_cpu_seconds"] > 0
+    assert "neardup/worker_cpu_seconds" not in result.stats
+
+
+class BadUrlBefore:
+    """A user's pipeline before the dedup stage that gives one page a URL the store cannot
+    write (a lone surrogate): the worker's write fails (used by a child crawl)."""
+
+    def process_item(self, item: Any) -> Any:
+        if item.url.endswith("/guides/packing-list.html"):
+            item.url += "\ud800"
+        return item
+
+
+def test_a_failed_write_in_the_worker_stops_the_crawl_with_a_one_line_reason(demo_site, tmp_path):
+    store = tmp_path / "store"
+    pipelines = {**PIPELINES, "tests.crawler.test_pipelines.BadUrlBefore": 250}
+    result = crawl_demo(demo_site, store, "bad", ITEM_PIPELINES=pipelines)
+    assert result.stats["finish_reason"] == "neardup_store_error"
+    assert result.stats["neardup/store_error"] == 1
+    errors = [line for line in result.log.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and "writing to the store failed" in errors[0]
+    assert "UnicodeEncodeError" in result.log  # the traceback, logged once
+    failed = [message for _, message in result.dropped if message.startswith("StoreFailed")]
+    assert failed and all("\n" not in message for message in failed)
+    assert failed[0].startswith(
+        "StoreFailed: not decided: writing to the store failed (UnicodeEncodeError: "
+    )
+    # the failed batch was aborted: what is in the store is consistent, and that page is not
+    report = verify_store(store)
+    assert report.ok, report.render()
+    with Store.open(store, readonly=True) as opened:
+        assert not [p for p in opened.iter_pages() if p.url.endswith("\ud800")]
+
+
+class KillTheWorker:
+    """A pipeline before the dedup stage that kills the session's worker process with SIGKILL
+    when one page passes (used by a child crawl)."""
+
+    def __init__(self, crawler: Any) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> KillTheWorker:
+        return cls(crawler)
+
+    def process_item(self, item: Any) -> Any:
+        if item.url.endswith("/guides/packing-list.html"):
+            from crawler.session import DedupSession
+
+            session = DedupSession.find(self.crawler)
+            assert session is not None and session.in_worker
+            os.kill(session._worker.proc.pid, signal.SIGKILL)
+            session._worker.proc.wait()
+        return item
+
+
+def test_a_worker_that_dies_stops_the_crawl_instead_of_hanging_it(demo_site, tmp_path):
+    store = tmp_path / "store"
+    pipelines = {**PIPELINES, "tests.crawler.test_pipelines.KillTheWorker": 250}
+    result = crawl_demo(demo_site, store, "killed", ITEM_PIPELINES=pipelines)
+    assert result.stats["finish_reason"] == "neardup_store_error"
+    assert result.stats["neardup/store_error"] == 1
+    assert "the neardup worker process exited with status -9" in result.log
+    failed = [message for _, message in result.dropped if message.startswith("StoreFailed")]
+    assert failed and all("\n" not in message for message in failed)
+    report = verify_store(store)  # what the worker committed before it died is whole
+    assert report.ok, report.render()
+
+
 # --- driven by hand, as a Scrapy user's own items would be -------------------------------------
 
 ARTICLE = " ".join(f"w{i % 97}x{i}" for i in range(400))
@@ -282,3 +370,13 @@ def test_bad_settings_are_named(tmp_path):
         crawler = get_crawler(settings_dict={"NEARDUP_STORE": str(tmp_path), name: value})
         with pytest.raises(ValueError, match=re.escape(words)):
             build_from_crawler(DedupPipeline, crawler)
+
+
+def test_a_page_crosses_to_the_worker_unchanged():
+    from crawler.session import PageView
+
+    for tokens in (["a", "rose"], ["a\x00b", "c"], [""], [], None):
+        page = PageView("http://a.test/", tokens, "empty", "detail", 404, [("A", "b")], b"x",
+                        "text", 1.5, 0.25)  # fmt: skip
+        wire = pickle.loads(pickle.dumps(page.to_wire()))
+        assert PageView.from_wire(wire) == page, tokens

@@ -68,3 +68,26 @@ def test_the_store_keeps_logs_in_its_logs_directory(tmp_path):
             log.write("http://a.test/", "kept", doc_id=0)
         assert log.path.parent == tmp_path / "s" / "logs"
         assert [e["url"] for e in store.read_log()] == ["http://a.test/"]
+
+
+def test_a_batch_of_lines_is_written_as_one_write_and_reads_as_single_writes(tmp_path):
+    entries = [
+        {"url": "http://a.test/", "decision": "kept", "doc_id": 0, "time": 1.5},
+        {"url": "http://a.test/c", "decision": "near_duplicate", "doc_id": 1,
+         "duplicate_of": "http://a.test/", "resemblance": np.float64(0.95), "matches": 95,
+         "time": 2.5},
+    ]  # fmt: skip
+    with DedupLog(tmp_path, run_id="many") as log:
+        assert log.write_many(entries) == 2
+        assert log.write_many([]) == 0
+        # flushed at once: readable before the log is closed
+        assert [e["url"] for e in read_log(tmp_path)] == ["http://a.test/", "http://a.test/c"]
+    with DedupLog(tmp_path, run_id="one") as log:
+        for entry in entries:
+            fields = dict(entry)
+            log.write(fields.pop("url"), fields.pop("decision"), **fields)
+    many, one = (tmp_path / "many.jsonl").read_text(), (tmp_path / "one.jsonl").read_text()
+    assert many == one  # the same lines, the contract's keys first, the extras after
+    with DedupLog(tmp_path, run_id="r") as log:
+        with pytest.raises(ValueError, match="'run' is reserved"):
+            log.write_many([{"url": "u", "decision": "kept", "run": "v"}])

@@ -39,7 +39,8 @@ workload. Off, both variants get the same offered load (8 requests in flight) an
 difference is the work. robots.txt is obeyed in every variant.
 
 **The judgement**, against the site's truth (exact resemblance: the Jaccard coefficient of the
-sets of 4-word shingles, Option B, of the canonical token streams), for each *with* run:
+sets of shingles the sketches sample, 4 consecutive 8-byte units of the canonical token stream
+(§4.3), Option B; :class:`benchmarks.recluster.ExactSets`), for each *with* run:
 
 * a **false drop** is a dropped page whose exact resemblance to the page it was matched with
   (the log's ``duplicate_of``) is below threshold − 0.1;

@@ -335,14 +335,16 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def check_store(config: Config) -> None:
-    """Open the store once before Scrapy starts, so a mismatch or a busy store is one line."""
+    """Open the store once before Scrapy starts, so a mismatch, a busy store or a threshold its
+    index cannot serve (see :func:`dedup.cluster.indexed_count`) is one line."""
+    from dedup.cluster import GreedyClusterer
     from storage.errors import StoreError
     from storage.store import Store
 
     try:
-        with Store.open(config.store, config.sketch):
-            pass
-    except (StoreError, OSError) as exc:
+        with Store.open(config.store, config.sketch) as store:
+            GreedyClusterer(store.index, config.dedup)
+    except (StoreError, OSError, ValueError) as exc:
         raise UserError(str(exc)) from None
 
 

@@ -191,6 +191,20 @@ def test_store_mistakes_are_one_line(tmp_path, capsys):
         )
 
 
+def test_a_lower_threshold_than_the_store_was_indexed_for_is_one_line(crawled):
+    """The crawl's store indexes the part of each representative that threshold 0.9 needs; a
+    crawl at 0.8 would miss clusters it cannot see, so it is refused before Scrapy starts."""
+    proc = neardup("crawl", crawled["base"] + "/", "--store", str(crawled["store"]),
+                   *DEMO_OPTIONS, "--set", "dedup.threshold=0.8")  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "neardup crawl: error: this index holds the part of each representative that finds "
+        "clusters at resemblance 0.9 or more; threshold 0.8 needs more of it: cluster into a new "
+        "store (or re-cluster this one with neardup recluster --store)"
+    ]
+    assert verify_store(crawled["store"]).ok
+
+
 def test_help_names_the_resume_and_the_log():
     proc = neardup("crawl", "--help")
     assert proc.returncode == 0

@@ -151,7 +151,8 @@ def _time_pipelines() -> dict[str, float]:
     import functools
 
     from crawler.pipelines import DedupPipeline, StoragePipeline
-    from crawler.session import DedupSession, _Worker
+    from crawler.session import DedupSession
+    from crawler.worker import Worker
 
     spent: dict[str, float] = {}
 
@@ -170,7 +171,7 @@ def _time_pipelines() -> dict[str, float]:
 
     wrap(DedupPipeline, "process_item", "dedup")
     wrap(StoragePipeline, "process_item", "storage")
-    wrap(_Worker, "_readable", "session")
+    wrap(Worker, "_readable", "session")
     wrap(DedupSession, "_tick", "session")
     wrap(DedupSession, "open", "session")
     wrap(DedupSession, "close", "session")

@@ -22,8 +22,9 @@ decision to the LMDB index, and records the document (without a page): so the ne
 decided against an index that already holds this one, even if pages were to interleave between
 the stages, and a crawl without the storage stage still keeps a complete index. The storage
 stage then appends the page and records where it is. Both write into the session's open batch
-(:mod:`crawler.session`), which commits them together, WARC first. The work itself runs in one
-worker process beside the crawl, in arrival order, so ``process_item`` returns an awaitable
+(:mod:`crawler.store_work`), which commits them together, WARC first. The work itself runs in
+one worker process beside the crawl (:mod:`crawler.worker`), in arrival order, so
+``process_item`` returns an awaitable
 (with no asyncio event loop, as when the stages are driven by hand, it runs inline and returns
 the item or raises the drop); when the storage stage directly follows the dedup stage, a kept
 page is stored in the step that decides it.
@@ -50,7 +51,9 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import DropItem, NotConfigured
 
-from crawler.session import STOPPING, DedupSession, PageView
+from crawler.page_view import PageView
+from crawler.session import DedupSession
+from crawler.store_work import STOPPING
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -100,7 +103,7 @@ class StoreFailed(DedupDrop):
     """Writing to the store failed; the crawl is stopping and decides nothing more."""
 
 
-#: the drop of each outcome the work names (crawler.session.Outcome.drop)
+#: the drop of each outcome the work names (crawler.store_work.Outcome.drop)
 DROPS: dict[str, type[DedupDrop]] = {
     "skipped": Skipped,
     "exact_duplicate": ExactDuplicate,
@@ -175,7 +178,7 @@ class StoragePipeline:
         """Store a kept page (in the worker): an awaitable of the item."""
         s = self.session
         if s.fused:
-            return item  # the dedup stage's step stored it already (crawler.session)
+            return item  # the dedup stage's step stored it already (crawler.store_work)
         if not s.clean:
             raise StoreFailed(STOPPING, log_level="WARNING")
         return s.run("store", item)

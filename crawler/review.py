@@ -17,8 +17,9 @@ canonicalised again with the store's parameters and the charset of its ``Content
 spider's rule), and checked against the content hash recorded when it was decided. A dropped
 page never reaches the WARC files, so the crawl keeps its canonical token stream, compressed, in
 the store's ``texts`` database (``review.keep_text``, cut at ``review.max_text_bytes``): see
-:func:`stored_text`. When no text is there (the switch was off, the store predates it) the
-explanation says so and still gives the estimates, which need only the sketches.
+:func:`~crawler.texts.stored_text`. When no text is there (the switch was off, the store
+predates it) the explanation says so and still gives the estimates, which need only the
+sketches.
 
 Everything here only reads: open the store read-only and it works while a crawl writes.
 """
@@ -29,14 +30,15 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from crawler.spiders.site import charset_of
-from crawler.textdiff import SEPARATORS, Passage, differences
+from crawler.textdiff import Passage, differences
+from crawler.texts import stored_text, tokens_of_text
 from dedup.canonical import html_tokens
 from dedup.document import Sketcher, content_hash
 from dedup.estimators import estimate, exact_containment, exact_resemblance
@@ -71,52 +73,6 @@ DECISION_GROUPS: dict[str, tuple[str, ...]] = {"dropped": DROPPED}
 
 class UnknownURL(LookupError):
     """The store has no decision for this URL; the message says how to find the right one."""
-
-
-# --- the canonical text of a dropped page -------------------------------------------------------
-
-
-def stored_text(tokens: Sequence[str], unit: str, max_bytes: int | None = None) -> str:
-    """A canonical token stream as the text the store keeps, cut to ``max_bytes`` of UTF-8.
-
-    Tokens are joined as their unit is (words by a space, characters directly, lines by a
-    newline): a canonical token never holds its unit's separator, so :func:`tokens_of_text`
-    gives the stream back exactly. A cut falls between tokens, so a cut text is still a prefix
-    of the stream.
-
-    >>> stored_text(["a", "rose", "is", "a", "rose"], "word")
-    'a rose is a rose'
-    >>> cut = stored_text(["a", "rose", "is", "a", "rose"], "word", max_bytes=8)
-    >>> cut, tokens_of_text(cut, "word")
-    ('a rose', ['a', 'rose'])
-    """
-    sep = SEPARATORS[unit]
-    text = sep.join(tokens)
-    if max_bytes is None:
-        return text
-    if max_bytes < 0:
-        raise ValueError(f"max_bytes must be >= 0; got {max_bytes}")
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= max_bytes:
-        return text
-    cut = data[:max_bytes].decode("utf-8", "ignore")  # never half a character
-    if sep and not data[max_bytes:].startswith(sep.encode()):
-        cut = cut.rpartition(sep)[0]  # never half a token
-    return cut.rstrip(sep) if sep else cut
-
-
-def tokens_of_text(text: str, unit: str) -> list[str]:
-    """The token stream of a text made by :func:`stored_text` (its exact inverse).
-
-    >>> tokens_of_text("to be", "char")
-    ['t', 'o', ' ', 'b', 'e']
-    >>> tokens_of_text("", "line")
-    []
-    """
-    sep = SEPARATORS[unit]
-    if not text:
-        return []
-    return list(text) if not sep else text.split(sep)
 
 
 # --- the dedup log ------------------------------------------------------------------------------

@@ -373,7 +373,7 @@ def test_bad_settings_are_named(tmp_path):
 
 
 def test_a_page_crosses_to_the_worker_unchanged():
-    from crawler.session import PageView
+    from crawler.page_view import PageView
 
     for tokens in (["a", "rose"], ["a\x00b", "c"], [""], [], None):
         page = PageView("http://a.test/", tokens, "empty", "detail", 404, [("A", "b")], b"x",

@@ -331,7 +331,7 @@ def test_the_review_config_reaches_the_crawl_settings():
     from scrapy.settings import Settings
 
     from crawler.config import apply_overrides
-    from crawler.session import SessionSettings
+    from crawler.session_settings import SessionSettings
     from crawler.settings import scrapy_settings
 
     config = apply_overrides(Config(), {"review.keep_text": False, "review.max_text_bytes": 99})

@@ -166,12 +166,13 @@ class GreedyClusterer:
         self.stats: dict[str, int] = dict.fromkeys(_STATS, 0)
         #: the estimate down to which the index finds every reachable cluster (0.0: all of
         #: every representative is indexed); an index that has one keeps it
-        self.index_need = self._index_need()
-        self._need_recorded = index.index_need() is not None
+        stored = index.index_need()
+        self.index_need = self._index_need(stored)
+        self._need_recorded = stored is not None
         #: how common each fingerprint is, to index the rarest part of a representative
         self._frequency = FingerprintFrequency() if self.index_need > 0 else None
 
-    def _index_need(self) -> float:
+    def _index_need(self, stored: float | None) -> float:
         """Part of each representative suffices when every estimate used is bounded by the
         shared fraction of the representative (see :func:`indexed_count`): not under the
         containment rule (a small page is contained in a large representative it shares few of
@@ -179,7 +180,6 @@ class GreedyClusterer:
         """
         p = self.params
         wanted = 0.0 if p.containment is not None or p.representative == "popular" else p.threshold
-        stored = self.index.index_need()
         if stored is None:
             return float(wanted)
         if wanted < stored:

@@ -108,9 +108,7 @@ class MemoryIndex:
         cluster_id = len(self._clusters)
         self._clusters.append(_Cluster(doc_id, 1, True, sketch))
         self._doc_cluster[doc_id] = cluster_id
-        values = _distinct(sketch) if indexed is None else np.unique(indexed).tolist()
-        for fp in values:
-            insort(self._postings.setdefault(fp, []), cluster_id)
+        self._index(cluster_id, sketch.distinct() if indexed is None else np.unique(indexed))
         return cluster_id
 
     def add_member(self, cluster_id: int, doc_id: int, identical: bool) -> None:
@@ -122,13 +120,13 @@ class MemoryIndex:
 
     def set_representative(self, cluster_id: int, sketch: Sketch) -> None:
         c = self._get(cluster_id)
-        for fp in _distinct(c.representative):
+        for fp in c.representative.distinct().tolist():
             clusters = self._postings[fp]
             del clusters[bisect_left(clusters, cluster_id)]
             if not clusters:
                 del self._postings[fp]
         c.representative = sketch
-        self._index(cluster_id, sketch)
+        self._index(cluster_id, sketch.distinct())
 
     def record_member_sketch(self, cluster_id: int, sketch: Sketch) -> None:
         self._get(cluster_id).member_values.append(sketch.values)
@@ -164,8 +162,8 @@ class MemoryIndex:
         if doc_id in self._doc_cluster:
             raise ValueError(f"document {doc_id} is already in cluster {self._doc_cluster[doc_id]}")
 
-    def _index(self, cluster_id: int, sketch: Sketch) -> None:
-        for fp in _distinct(sketch):
+    def _index(self, cluster_id: int, fingerprints: np.ndarray) -> None:
+        for fp in fingerprints.tolist():
             insort(self._postings.setdefault(fp, []), cluster_id)
 
 
@@ -173,8 +171,3 @@ def _checked_need(need: float) -> float:
     if not 0.0 <= need <= 1.0:
         raise ValueError(f"index need must be in [0, 1]; got {need!r}")
     return float(need)
-
-
-def _distinct(sketch: Sketch) -> list[int]:
-    """A sketch's fingerprints without repeats (a permutation card may repeat one)."""
-    return np.unique(sketch.values).tolist()  # type: ignore[no-any-return]

@@ -222,7 +222,7 @@ class LmdbIndex:
         """Replace the representative; only the fingerprints that changed are re-indexed."""
         info, old, _ = self._read_cluster_raw(cluster_id)
         key = pack_id(cluster_id)
-        before, after = set(_distinct(old)), set(_distinct(sketch))
+        before, after = set(old.distinct().tolist()), set(sketch.distinct().tolist())
         for fp in before ^ after:  # an old id added or removed: the lowest ids may change
             self._capped.pop(pack_id(fp), None)
         for fp in sorted(before - after):
@@ -366,11 +366,6 @@ def _cut_at_cap(rows: np.ndarray, cap: int) -> tuple[np.ndarray, list[tuple[byte
             for r in long_runs.tolist()]
     rank = np.arange(ids.size) - np.repeat(starts, lengths)
     return ids[rank < cap], over
-
-
-def _distinct(sketch: Sketch) -> list[int]:
-    """A sketch's fingerprints without repeats (a permutation card may repeat one)."""
-    return sketch.distinct().tolist()  # type: ignore[no-any-return]
 
 
 def _check_id(name: str, value: int) -> None:

@@ -333,6 +333,14 @@ def distinct_pairs(site: Any, at_least: float) -> int:
 # --- the whole benchmark -------------------------------------------------------------------------
 
 
+def _ratios(a: dict[str, Any], b: dict[str, Any], suffix: str) -> dict[str, float]:
+    """Wall and CPU time of crawl row ``a`` over row ``b``, keyed ``wall_ratio{suffix}``..."""
+    return {
+        f"wall_ratio{suffix}": round(a["seconds"] / b["seconds"], 3),
+        f"cpu_ratio{suffix}": round(a["cpu_seconds"] / b["cpu_seconds"], 3),
+    }
+
+
 def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     seconds = statistics.median(r["seconds"] for r in runs)
     cpu = statistics.median(r["cpu_seconds"] for r in runs)
@@ -427,31 +435,20 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
 
     results["crawls"] = {v: median_row(r) for v, r in runs.items()}
     with_, without = results["crawls"]["with"], results["crawls"]["without"]
-    results["dedup_stage"] = {
-        "wall_ratio": round(with_["seconds"] / without["seconds"], 3),
-        "cpu_ratio": round(with_["cpu_seconds"] / without["cpu_seconds"], 3),
+    stage = results["dedup_stage"] = {
+        **_ratios(with_, without, ""),
         "cpu_ms_per_page_added": round(with_["cpu_ms_per_page"] - without["cpu_ms_per_page"], 3),
         "goal_wall_ratio": 1 + GOAL,
         "goal_met": with_["seconds"] / without["seconds"] <= 1 + GOAL,
     }
     if "fetch_only" in results["crawls"]:
         bare = results["crawls"]["fetch_only"]
-        results["dedup_stage"]["wall_ratio_to_fetch_only"] = round(
-            with_["seconds"] / bare["seconds"], 3
-        )
-        results["dedup_stage"]["cpu_ratio_to_fetch_only"] = round(
-            with_["cpu_seconds"] / bare["cpu_seconds"], 3
-        )
-        results["dedup_stage"]["canonicalise_cpu_ms_per_page"] = round(
+        stage.update(_ratios(with_, bare, "_to_fetch_only"))
+        stage["canonicalise_cpu_ms_per_page"] = round(
             without["cpu_ms_per_page"] - bare["cpu_ms_per_page"], 3)  # fmt: skip
     if "inline" in results["crawls"]:
-        inline = results["crawls"]["inline"]
-        results["dedup_stage"]["inline_wall_ratio"] = round(
-            inline["seconds"] / without["seconds"], 3
-        )
-        results["dedup_stage"]["inline_cpu_ratio"] = round(
-            inline["cpu_seconds"] / without["cpu_seconds"], 3
-        )
+        stage.update({f"inline_{k}": v for k, v in
+                      _ratios(results["crawls"]["inline"], without, "").items()})  # fmt: skip
     responses = {v: sorted({r["responses"] for r in rs}) for v, rs in runs.items()}
     results["responses_per_variant"] = responses
     results["judgement"] = judge_results[0]

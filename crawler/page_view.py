@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crawler.items import PageItem
+from dedup.units import JoinedTokens
 
 __all__ = ["PageView"]
 
@@ -25,8 +26,9 @@ class PageView:
     worker)."""
 
     url: str
-    #: None when the item carries no token stream (the dedup stage canonicalises then)
-    tokens: Sequence[str] | None
+    #: None when the item carries no token stream (the dedup stage canonicalises then); after
+    #: the pipe, the joined form the sketch reads
+    tokens: Sequence[str] | JoinedTokens | None
     skip_reason: str | None
     skip_detail: str | None
     status: int
@@ -43,10 +45,12 @@ class PageView:
 
         >>> page = PageView("http://a.test/", ["a", "rose"], None, None, 200, [], b"", "html",
         ...                 None, 0.0)
-        >>> PageView.from_wire(page.to_wire()) == page
-        True
+        >>> PageView.from_wire(page.to_wire()).tokens
+        JoinedTokens(data=b'a\\x00rose', count=2)
         """
         tokens: Any = self.tokens
+        if isinstance(tokens, JoinedTokens):
+            tokens = tokens.tokens()
         if tokens is not None:
             joined = _TOKEN_SEP.join(tokens)
             if joined.count(_TOKEN_SEP) == len(tokens) - 1 and tokens:
@@ -56,9 +60,11 @@ class PageView:
 
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...]) -> PageView:
+        """The page back from :meth:`to_wire`; joined tokens stay joined (what a sketch reads)."""
         page = cls(*wire)
         if isinstance(page.tokens, str):
-            page.tokens = page.tokens.split(_TOKEN_SEP)
+            joined = page.tokens
+            page.tokens = JoinedTokens(joined.encode("utf-8"), joined.count(_TOKEN_SEP) + 1)
         return page
 
     @classmethod

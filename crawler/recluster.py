@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from crawler.inputs import SourceDocument
-from dedup.canonical import html_tokens, text_tokens
+from dedup.canonical import html_joined_tokens, text_joined_tokens
 from dedup.cluster import Assignment, GreedyClusterer
 from dedup.document import Sketcher
 from dedup.params import DedupParams, SketchParams
@@ -112,10 +112,10 @@ def sketch_source(doc: SourceDocument) -> SketchedDocument:
         return SketchedDocument(doc.id, None, skip_reason=doc.skip_reason)
     unit = sketcher.params.unit
     if doc.kind == "html":
-        tokens = html_tokens(doc.content, unit=unit, engine=engine, encoding=doc.encoding)
+        tokens = html_joined_tokens(doc.content, unit=unit, engine=engine, encoding=doc.encoding)
     else:
         text = doc.content if isinstance(doc.content, str) else doc.content.decode("utf-8", "replace")
-        tokens = text_tokens(text, unit=unit)
+        tokens = text_joined_tokens(text, unit=unit)
     if not tokens:
         return SketchedDocument(doc.id, None, skip_reason="empty")
     made = sketcher.sketch(tokens)

@@ -53,9 +53,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from crawler.texts import stored_text
-from dedup.canonical import html_tokens, text_tokens
+from dedup.canonical import html_joined_tokens, text_joined_tokens
 from dedup.cluster import GreedyClusterer
 from dedup.document import Sketcher
+from dedup.units import JoinedTokens
 from storage.records import DocumentRecord
 from storage.store import Store
 
@@ -347,13 +348,15 @@ class StoreWork:
             self.store.close()
             self.store = None
 
-    def _canonicalise(self, page: PageView) -> list[str]:
+    def _canonicalise(self, page: PageView) -> JoinedTokens:
         started = time.perf_counter()
         unit = self.config.sketch.unit
         if page.kind == "text":
-            tokens = text_tokens(page.body.decode("utf-8", "replace"), unit=unit)
+            tokens = text_joined_tokens(page.body.decode("utf-8", "replace"), unit=unit)
         else:
-            tokens = html_tokens(page.body, unit=unit, engine=self.config.dedup.canonicaliser)
+            tokens = html_joined_tokens(
+                page.body, unit=unit, engine=self.config.dedup.canonicaliser
+            )
         self.spent("canonicalise", time.perf_counter() - started)
         return tokens
 

@@ -61,6 +61,8 @@ import re
 import sys
 import unicodedata
 
+import numpy as np
+
 from dedup.html_text import (
     BREAK,
     ENGINES,
@@ -69,15 +71,18 @@ from dedup.html_text import (
     extract_utf8,
     looks_like_html,
 )
+from dedup.units import JoinedTokens
 
 __all__ = [
     "CANONICALISER_VERSION",
     "ENGINES",
     "UNITS",
     "decode_html",
+    "html_joined_tokens",
     "html_text",
     "html_tokens",
     "looks_like_html",
+    "text_joined_tokens",
     "text_tokens",
 ]
 
@@ -110,6 +115,7 @@ _ASCII_FOLD = bytes(
     for b in range(256)
 )  # fmt: skip
 _ASCII_BYTES = bytes(range(0x80))
+_SPACE = ord(" ")
 _ASCII_CHARS = frozenset(map(chr, range(0x80)))
 
 # what the fast path does with a non-ASCII character, before NFKC and casefold
@@ -161,8 +167,9 @@ def _nfkc(text: str) -> str:
     return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
 
 
-def _folded(data: bytes, keep: str = "") -> tuple[str, str]:
-    """UTF-8 ``data`` folded for splitting, and the combining marks in it.
+def _fold(data: bytes, keep: str = "") -> tuple[bytes | str, str]:
+    """UTF-8 ``data`` folded for splitting, and the combining marks in it; a fold that is all
+    ASCII (most are) stays ``bytes``.
 
     Folded: ignorables deleted, NFKC, casefold, NFKC, and every character that is neither a
     letter, a digit, a mark nor in ``keep`` a space. Its ``split()`` is the words but for marks
@@ -173,11 +180,12 @@ def _folded(data: bytes, keep: str = "") -> tuple[str, str]:
     (ASCII never changes under NFKC or casefold otherwise). Most text is then ASCII with a few
     other characters, so the rest goes by the *distinct* non-ASCII characters: each is dropped
     or blanked with one ``str.replace``, and NFKC and casefold run only when a character left
-    needs them.
+    needs them. (An English page whose only other characters are quotes and a pilcrow folds to
+    ASCII: it goes back to ``bytes``, which :func:`_joined_words` reads without splitting.)
     """
     data = data.translate(_ASCII_FOLD)
     if data.isascii():
-        return data.decode("ascii"), ""
+        return data, ""
     text = data.decode("utf-8", "surrogatepass")
     rest = []
     for char in _others(data):
@@ -189,6 +197,10 @@ def _folded(data: bytes, keep: str = "") -> tuple[str, str]:
         elif char not in keep:
             text = text.replace(char, " ")
     if not rest:
+        if not keep:
+            folded = text.encode("utf-8", "surrogatepass")
+            if folded.isascii():
+                return folded, ""
         return text, ""
     distinct = "".join(rest)
     if distinct.casefold() != distinct or not unicodedata.is_normalized("NFKC", text):
@@ -201,6 +213,12 @@ def _folded(data: bytes, keep: str = "") -> tuple[str, str]:
             if not (char.isalnum() or _is_mark(char) or char in keep):
                 text = text.replace(char, " ")
     return text, "".join(char for char in rest if _is_mark(char))
+
+
+def _folded(data: bytes, keep: str = "") -> tuple[str, str]:
+    """:func:`_fold`, always as ``str``."""
+    text, marks = _fold(data, keep)
+    return (text.decode("ascii") if isinstance(text, bytes) else text), marks
 
 
 def _unmark(words: list[str], marks: str) -> list[str]:
@@ -220,6 +238,24 @@ def _words(data: bytes) -> list[str]:
     folded, marks = _folded(data)
     words = folded.split()
     return _unmark(words, marks) if marks else words
+
+
+def _joined_words(data: bytes) -> JoinedTokens:
+    """``JoinedTokens.of(_words(data))``, made without the list when the fold is ASCII."""
+    folded, marks = _fold(data)
+    if isinstance(folded, str):
+        words = folded.split()
+        return JoinedTokens.of(_unmark(words, marks) if marks else words)
+    # ASCII letters and digits, and spaces: keep every letter or digit and the first space after
+    # each, so runs of spaces become one, then make those spaces NULs
+    chars = np.frombuffer(folded, dtype=np.uint8)
+    in_word = chars != _SPACE
+    keep = in_word.copy()
+    keep[1:] |= in_word[:-1]
+    joined = np.compress(keep, chars).tobytes().replace(b" ", b"\x00")
+    if joined.endswith(b"\x00"):
+        joined = joined[:-1]
+    return JoinedTokens(joined, joined.count(b"\x00") + 1 if joined else 0)
 
 
 def _lines(data: bytes, separator: str) -> list[str]:
@@ -306,6 +342,34 @@ def html_tokens(
     if unit == "line":
         return _lines(text, BREAK)
     return _as_unit(_words(text), unit)
+
+
+def text_joined_tokens(text: str, unit: str = "word") -> JoinedTokens:
+    """``JoinedTokens.of(text_tokens(text, unit))``: what a sketch reads, without the list of
+    ``str`` objects when it can (words of text that folds to ASCII).
+
+    >>> text_joined_tokens("A rose, is a ROSE").data
+    b'a\\x00rose\\x00is\\x00a\\x00rose'
+    """
+    if unit != "word" or not isinstance(text, str):
+        return JoinedTokens.of(text_tokens(text, unit))
+    return _joined_words(text.encode("utf-8", "surrogatepass"))
+
+
+def html_joined_tokens(
+    html: str | bytes, unit: str = "word", engine: str = "fast", *, encoding: str | None = None
+) -> JoinedTokens:
+    """``JoinedTokens.of(html_tokens(html, unit, engine, encoding=encoding))``, made without
+    the list of ``str`` objects when it can: the sketching path (crawl and re-cluster) needs
+    only the joined bytes, and splitting a page into thousands of strings costs more than
+    its sketch.
+
+    >>> html_joined_tokens("<p>A <b>ro</b>se</p><ul><li>is</li><li>a&nbsp;rose</li></ul>").data
+    b'a\\x00rose\\x00is\\x00a\\x00rose'
+    """
+    if unit != "word":
+        return JoinedTokens.of(html_tokens(html, unit, engine, encoding=encoding))
+    return _joined_words(_marked(html, engine, encoding, lines=False))
 
 
 def html_text(html: str | bytes, engine: str = "fast", *, encoding: str | None = None) -> str:

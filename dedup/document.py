@@ -11,7 +11,6 @@ for Option A each id is relabelled by its occurrence number → the sketch of th
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +26,7 @@ from dedup.sketches import (
     Sketch,
     TieredSketch,
 )
-from dedup.units import to_units
+from dedup.units import JoinedTokens, Tokens, to_units
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class DocumentSketch:
     shingles: int
 
 
-def content_hash(tokens: Sequence[str]) -> int:
+def content_hash(tokens: Tokens) -> int:
     """A 64-bit hash of the canonical stream, stable across runs and machines.
 
     The lecture's exact-duplicate test (§12.1). BLAKE2b rather than ``hash()``, whose value changes
@@ -53,7 +52,9 @@ def content_hash(tokens: Sequence[str]) -> int:
     >>> content_hash(["a", "rose"]) == content_hash(["arose"])
     False
     """
-    digest = hashlib.blake2b("\x00".join(tokens).encode("utf-8"), digest_size=8).digest()
+    if not isinstance(tokens, JoinedTokens):
+        tokens = JoinedTokens.of(tokens)
+    digest = hashlib.blake2b(tokens.data, digest_size=8).digest()
     return int.from_bytes(digest, "big")
 
 
@@ -66,7 +67,7 @@ class Sketcher:
             self.params.seed, bits=self.params.fingerprint_bits
         )
 
-    def ids(self, tokens: Sequence[str]) -> np.ndarray:
+    def ids(self, tokens: Tokens) -> np.ndarray:
         """The shingle ids of a document, one per shingle occurrence (repeats possible)."""
         units = to_units(tokens)
         fps = self.fingerprinter.shingle_fingerprints(units, self.params.shingle_size)
@@ -86,7 +87,9 @@ class Sketcher:
             return TieredSketch.from_ids(ids)
         return PermutationSketch.from_ids(ids, p.size, p.seed)
 
-    def sketch(self, tokens: Sequence[str]) -> DocumentSketch:
+    def sketch(self, tokens: Tokens) -> DocumentSketch:
+        if not isinstance(tokens, JoinedTokens):
+            tokens = JoinedTokens.of(tokens)  # once, for both the units and the hash
         ids = self.ids(tokens)
         sketch = self.sketch_ids(ids)
         return DocumentSketch(
@@ -96,7 +99,7 @@ class Sketcher:
             shingles=int(sketch.n),
         )
 
-    def exact_shingles(self, tokens: Sequence[str]) -> set[object]:
+    def exact_shingles(self, tokens: Tokens) -> set[object]:
         """The full shingle set S(D, w) over the same units the fingerprints see.
 
         For exact resemblance and containment, the truth the sketches estimate (up to the

@@ -18,18 +18,20 @@ b'rose\\x00\\x00\\x00\\x00'
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import NoReturn, Union
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["UNIT_BYTES", "to_units", "units_to_bytes"]
+__all__ = ["UNIT_BYTES", "JoinedTokens", "to_units", "units_to_bytes"]
 
 #: width of one unit in bytes: a 64-bit word
 UNIT_BYTES = 8
 
 _TAIL = "\x00" * UNIT_BYTES
+_TAIL_BYTES = _TAIL.encode("ascii")
 _UNIT_SHIFT = UNIT_BYTES.bit_length() - 1
 _LITTLE = sys.byteorder == "little"
 # the padding trick in to_units
@@ -38,7 +40,42 @@ _HIGH_BITS = np.uint64(0x8080808080808080)
 _ONE = np.uint64(1)
 
 
-def to_units(tokens: Sequence[str]) -> npt.NDArray[np.uint64]:
+@dataclass(frozen=True)
+class JoinedTokens:
+    """A token stream as one string of bytes: its tokens in UTF-8, joined by NUL.
+
+    It is the form that units are read from (:func:`to_units`) and that the exact-duplicate hash
+    is taken of, so a stream made in this form, as the canonicaliser's fast path makes word
+    streams, reaches its sketch without ever becoming thousands of ``str`` objects. ``len()`` is
+    the number of tokens; :meth:`tokens` gives them as a list when a caller wants to read them.
+
+    >>> joined = JoinedTokens.of(["a", "rose"])
+    >>> joined.data, len(joined), joined.tokens()
+    (b'a\\x00rose', 2, ['a', 'rose'])
+    """
+
+    data: bytes
+    count: int
+
+    @classmethod
+    def of(cls, tokens: Sequence[str]) -> JoinedTokens:
+        return cls("\x00".join(tokens).encode("utf-8"), len(tokens))
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tokens())
+
+    def tokens(self) -> list[str]:
+        return self.data.decode("utf-8").split("\x00") if self.count else []
+
+
+#: what :func:`to_units` and :class:`~dedup.document.Sketcher` take: tokens, as a list or joined
+Tokens = Union[Sequence[str], JoinedTokens]
+
+
+def to_units(tokens: Tokens) -> npt.NDArray[np.uint64]:
     """The units of ``tokens``, in order: ``ceil(len(token.encode()) / 8)`` units per token.
 
     Vectorised, with no per-token Python loop: the tokens are joined with NUL (and a NUL before
@@ -47,6 +84,7 @@ def to_units(tokens: Sequence[str]) -> npt.NDArray[np.uint64]:
     bytes are the low end of the word and the first NUL after them marks where the padding
     starts, so a branch-free bit trick clears the rest; a byte swap gives the big-endian value.
     (A per-token loop in Python would cost more than all of this together.)
+    :class:`JoinedTokens` are already joined and encoded.
 
     >>> to_units(["ab", ""])
     Traceback (most recent call last):
@@ -58,8 +96,11 @@ def to_units(tokens: Sequence[str]) -> npt.NDArray[np.uint64]:
     n = len(tokens)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
-    # the trailing NULs keep every 8-byte read in bounds
-    data = ("\x00" + "\x00".join(tokens) + _TAIL).encode("utf-8")
+    if isinstance(tokens, JoinedTokens):
+        data = b"\x00" + tokens.data + _TAIL_BYTES
+    else:
+        # the trailing NULs keep every 8-byte read in bounds
+        data = ("\x00" + "\x00".join(tokens) + _TAIL).encode("utf-8")
     size = len(data) - (UNIT_BYTES - 1)  # up to and including the NUL after the last token
     nuls = (np.frombuffer(data, dtype=np.uint8, count=size) == 0).nonzero()[0]
     if len(nuls) != n + 1:
@@ -121,8 +162,13 @@ def _unit_offsets(total: int) -> npt.NDArray[np.int64]:
     return offsets[:total]
 
 
-def _raise_bad_token(tokens: Sequence[str]) -> NoReturn:
+def _raise_bad_token(tokens: Tokens) -> NoReturn:
     # Error path only: a plain loop finds the culprit for a clear message.
+    if isinstance(tokens, JoinedTokens):
+        listed = tokens.data.decode("utf-8", "surrogatepass").split("\x00")
+        if len(listed) != tokens.count:
+            raise ValueError(f"the joined tokens are {len(listed)}, not the {tokens.count} counted")
+        tokens = listed
     for i, token in enumerate(tokens):
         if token == "":
             raise ValueError(f"token {i} is empty; tokens must be non-empty")

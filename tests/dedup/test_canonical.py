@@ -20,11 +20,14 @@ from dedup import canonical, html_text
 from dedup.canonical import (
     CANONICALISER_VERSION,
     decode_html,
+    html_joined_tokens,
     html_text as visible_text,
     html_tokens,
     looks_like_html,
+    text_joined_tokens,
     text_tokens,
 )
+from dedup.units import JoinedTokens
 
 ENGINES = ("fast", "reference")
 UNITS = ("word", "char", "line")
@@ -158,6 +161,24 @@ def test_version_names_the_unicode_version() -> None:
 def test_fast_words_equal_the_definition(text: str) -> None:
     data = text.encode("utf-8", "surrogatepass")
     assert canonical._words(data) == canonical._words_simple(text)
+
+
+@given(st.one_of(any_text, st.text(alphabet=" .,\n\u00b6\u2019\u00a0\u00adab7Z", max_size=40)))
+@example("")
+@example("  ")
+@example("a")
+@example(" a  b ")
+@example("a\u00b6b\u2019c ")  # non-ASCII blanks make an ASCII fold
+def test_joined_words_are_the_words_joined(text: str) -> None:
+    # the sketching path's joined stream is the list's, for every unit, also where the fold
+    # is ASCII and no list is made
+    for unit in UNITS:
+        assert text_joined_tokens(text, unit) == JoinedTokens.of(text_tokens(text, unit))
+    html = f"<p>{text.replace('<', ' ')}</p><li>x</li>"
+    for engine in ENGINES:
+        joined = html_joined_tokens(html, engine=engine)
+        assert joined == JoinedTokens.of(html_tokens(html, engine=engine))
+        assert joined.tokens() == html_tokens(html, engine=engine)
 
 
 @given(any_text)

@@ -20,8 +20,9 @@ import pytest
 
 from benchmarks.corpus import html_corpus
 from dedup import canonical
-from dedup.canonical import decode_html, html_tokens
+from dedup.canonical import decode_html, html_joined_tokens, html_tokens
 from dedup.html_text import BREAK, extract_utf8
+from dedup.units import JoinedTokens
 
 MIN_PAGES = 500
 STRIDE = 3  # compare every third page unless NEARDUP_CORPUS_PAGES=all
@@ -73,6 +74,11 @@ def test_engines_agree_on_real_pages(pages: list[Path]) -> None:
                 if fast != reference:
                     difference = _first_difference(fast, reference)
                     differences.append(f"{page} [{unit}, {what}]: {difference}")
+            # and the sketching path's joined form, made without the list
+            joined = html_joined_tokens(data, unit, "fast")
+            if joined != JoinedTokens.of(reference):
+                differences.append(f"{page} [{unit}, joined]: {joined.count} tokens, "
+                                   f"{len(reference)} in the reference")
     if differences:
         listing = "\n".join(differences)
         pytest.fail(f"{len(differences)} differing streams in {len(pages)} pages:\n{listing}")

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dedup.units import UNIT_BYTES, to_units, units_to_bytes
+from dedup.units import UNIT_BYTES, JoinedTokens, to_units, units_to_bytes
 
 
 def slow_units(tokens: list[str]) -> list[int]:
@@ -47,6 +47,22 @@ def test_matches_reference(tokens: list[str]) -> None:
     assert units.dtype == np.uint64
     assert units.tolist() == slow_units(tokens)
     assert units_to_bytes(units) == padded(tokens)
+
+
+@settings(max_examples=200)
+@given(tokens_strategy)
+def test_joined_tokens_give_the_same_units(tokens: list[str]) -> None:
+    joined = JoinedTokens.of(tokens)
+    assert len(joined) == len(tokens)
+    assert joined.tokens() == tokens
+    assert to_units(joined).tolist() == slow_units(tokens)
+
+
+def test_joined_tokens_that_miscount_or_hold_an_empty_token_are_refused() -> None:
+    with pytest.raises(ValueError, match="token 1 is empty"):
+        to_units(JoinedTokens(b"ab\x00", 2))
+    with pytest.raises(ValueError, match="are 2, not the 3 counted"):
+        to_units(JoinedTokens(b"ab\x00cd", 3))
 
 
 @given(st.lists(st.sampled_from(["é", "日本", "😀", "a", "ab", "abcdefg", "€uro"]), max_size=50))

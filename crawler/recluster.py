@@ -204,13 +204,14 @@ def recluster(
         clusterer = GreedyClusterer(store.index, dedup, cap=cap)
         stream = sketch_all(sources)
         while True:
-            chunk = list(islice(stream, BATCH))
-            if not chunk:
-                break
             lines = []
             now = time.time()
+            taken = 0
             with store.batch():
-                for doc in chunk:
+                # documents are taken as they come, not a batch at a time: each one taken
+                # lets the pool start another, so the workers never wait for a whole batch
+                for doc in islice(stream, BATCH):
+                    taken += 1
                     if doc.sketch is None:
                         result.skipped[doc.skip_reason or "unknown"] += 1
                         continue
@@ -225,6 +226,8 @@ def recluster(
                         on_progress(result.summary.documents, result.summary.clusters)
             if out is not None:
                 out.write("".join(lines))
+            if taken < BATCH:
+                break
         result.stats = {**clusterer.stats, "map_growths": store.map_growths}
     result.seconds = time.perf_counter() - started
     return result

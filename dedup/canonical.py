@@ -116,7 +116,6 @@ _ASCII_FOLD = bytes(
 )  # fmt: skip
 _ASCII_BYTES = bytes(range(0x80))
 _SPACE = ord(" ")
-_ASCII_CHARS = frozenset(map(chr, range(0x80)))
 
 # what the fast path does with a non-ASCII character, before NFKC and casefold
 _DROP, _BLANK, _KEEP = 0, 1, 2
@@ -207,8 +206,9 @@ def _fold(data: bytes, keep: str = "") -> tuple[bytes | str, str]:
         # casefold maps each character on its own, so the distinct ones tell whether it acts
         text = _nfkc(_nfkc(text).casefold())
         # NFKC may make ASCII capitals or punctuation (Ｋ is K, ℀ is a/c): fold ASCII again
-        text = text.encode("utf-8").translate(_ASCII_FOLD).decode("utf-8")
-        rest = list(set(text) - _ASCII_CHARS)
+        data = text.encode("utf-8", "surrogatepass").translate(_ASCII_FOLD)
+        text = data.decode("utf-8", "surrogatepass")
+        rest = list(_others(data))  # (from the bytes: a set of the whole str costs far more)
         for char in rest:  # and what NFKC made of a letter-like symbol may be no letter (½)
             if not (char.isalnum() or _is_mark(char) or char in keep):
                 text = text.replace(char, " ")
@@ -241,13 +241,17 @@ def _words(data: bytes) -> list[str]:
 
 
 def _joined_words(data: bytes) -> JoinedTokens:
-    """``JoinedTokens.of(_words(data))``, made without the list when the fold is ASCII."""
+    """``JoinedTokens.of(_words(data))``, made without the list unless a word starts with a mark.
+
+    The fold is letters, digits and marks separated by spaces, so its UTF-8 is the words
+    separated by runs of the space byte (no other character's UTF-8 holds that byte): keep every
+    other byte and the first space after each word, and make those spaces NULs.
+    """
     folded, marks = _fold(data)
+    if marks:
+        return JoinedTokens.of(_unmark(folded.split(), marks))
     if isinstance(folded, str):
-        words = folded.split()
-        return JoinedTokens.of(_unmark(words, marks) if marks else words)
-    # ASCII letters and digits, and spaces: keep every letter or digit and the first space after
-    # each, so runs of spaces become one, then make those spaces NULs
+        folded = folded.encode("utf-8", "surrogatepass")
     chars = np.frombuffer(folded, dtype=np.uint8)
     in_word = chars != _SPACE
     keep = in_word.copy()

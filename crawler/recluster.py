@@ -4,12 +4,11 @@ The steps are the crawl's, through the same code: ``dedup.canonical`` → ``dedu
 → ``dedup.cluster.GreedyClusterer`` over an LMDB index (``storage``). Only the source of the
 documents and what happens to the decision differ.
 
-Documents are independent until the index step, so canonicalising and sketching run in a pool of
-worker processes (``jobs``) while the parent clusters in input order — the order greedy clustering
-is defined by. The index lives in LMDB (a temporary directory unless one is named), so memory
-stays flat however large the corpus; the pool is fed a bounded look-ahead of chunks, so a parent
-slower than its workers (cheap text, a big index) holds at most ``AHEAD`` chunks of sketches,
-never the rest of the corpus.
+Documents are independent until the index step, so reading, canonicalising and sketching run in
+worker processes (``jobs``; :mod:`crawler.sketch_pool`) while the parent clusters in input order
+— the order greedy clustering is defined by. The index lives in LMDB (a temporary directory
+unless one is named), and the workers run at most a few chunks ahead of the parent, so memory
+stays flat however large the corpus.
 
 The index is a store in its own right: every clustered document gets a record (its id as URL,
 its decision, its cluster, no page), so ``neardup verify`` accepts it, also after a crash —
@@ -20,33 +19,24 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import os
-import signal
 import tempfile
 import time
-from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import IO, Any
 
 from crawler.inputs import SourceDocument
-from dedup.canonical import html_joined_tokens, text_joined_tokens
+from crawler.sketch_pool import sketched
 from dedup.cluster import Assignment, GreedyClusterer
-from dedup.document import Sketcher
 from dedup.params import DedupParams, SketchParams
-from dedup.sketches import Sketch
 from dedup.summary import ClusterSummary
 
 #: documents per LMDB write transaction
 BATCH = 512
-#: documents per task sent to a worker process
-CHUNK = 32
-#: chunks in flight per worker: enough to keep workers busy, few enough to bound memory
-AHEAD = 4
 #: the LMDB map a new index starts with; it doubles whenever it is full
 MAP_SIZE = 1 << 30
 
@@ -57,15 +47,6 @@ _RECORDED = {
     "near_duplicate": "near_duplicate",
     "contained": "contained",
 }
-
-
-@dataclass(frozen=True)
-class SketchedDocument:
-    id: str
-    sketch: Sketch | None
-    content_hash: int = 0
-    tokens: int = 0
-    skip_reason: str | None = None
 
 
 @dataclass
@@ -87,87 +68,6 @@ class ReclusterResult:
         }
 
 
-# --- the worker side: one Sketcher per process, built once -------------------------------------
-
-_worker: tuple[Sketcher, str] | None = None
-
-
-def _init_worker(params: SketchParams, engine: str) -> None:
-    global _worker
-    _worker = (Sketcher(params), engine)
-
-
-def _init_pool_worker(params: SketchParams, engine: str) -> None:
-    """A pool worker leaves Ctrl-C to the parent, which stops the pool: one message, no
-    traceback from every worker."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _init_worker(params, engine)
-
-
-def sketch_source(doc: SourceDocument) -> SketchedDocument:
-    """Canonicalise and sketch one document (runs in a worker process)."""
-    assert _worker is not None, "call _init_worker first"
-    sketcher, engine = _worker
-    if doc.skip_reason:
-        return SketchedDocument(doc.id, None, skip_reason=doc.skip_reason)
-    unit = sketcher.params.unit
-    if doc.kind == "html":
-        tokens = html_joined_tokens(doc.content, unit=unit, engine=engine, encoding=doc.encoding)
-    else:
-        text = doc.content if isinstance(doc.content, str) else doc.content.decode("utf-8", "replace")
-        tokens = text_joined_tokens(text, unit=unit)
-    if not tokens:
-        return SketchedDocument(doc.id, None, skip_reason="empty")
-    made = sketcher.sketch(tokens)
-    return SketchedDocument(doc.id, made.sketch, made.content_hash, made.tokens)
-
-
-def sketch_chunk(docs: list[SourceDocument]) -> list[SketchedDocument]:
-    """One worker task: a chunk of documents, so each message carries many sketches."""
-    return [sketch_source(doc) for doc in docs]
-
-
-Sketching = Callable[[Iterable[SourceDocument]], Iterator[SketchedDocument]]
-
-
-@contextmanager
-def sketching(params: SketchParams, engine: str, jobs: int) -> Iterator[Sketching]:
-    """A function turning sources into sketches in input order, by ``jobs`` processes.
-
-    The pool is started on entry, before the caller opens its index, so the forked workers hold
-    no LMDB environment and no writer lock of it (a killed parent must not leave its lock held
-    by orphans). Workers read only their task queue.
-    """
-    if jobs <= 1:
-        _init_worker(params, engine)
-        yield lambda sources: map(sketch_source, sources)
-        return
-    ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    with ctx.Pool(jobs, initializer=_init_pool_worker, initargs=(params, engine)) as pool:
-
-        def stream(sources: Iterable[SourceDocument]) -> Iterator[SketchedDocument]:
-            pending: deque[Any] = deque()
-            it = iter(sources)
-            while True:
-                chunk = list(islice(it, CHUNK))
-                if chunk:
-                    pending.append(pool.apply_async(sketch_chunk, (chunk,)))
-                if pending and (not chunk or len(pending) >= AHEAD * jobs):
-                    yield from pending.popleft().get()
-                elif not chunk:
-                    return
-
-        yield stream
-
-
-def sketched(
-    sources: Iterable[SourceDocument], params: SketchParams, engine: str, jobs: int
-) -> Iterator[SketchedDocument]:
-    """Sketches in input order, made by ``jobs`` processes (1: in this process)."""
-    with sketching(params, engine, jobs) as stream:
-        yield from stream(sources)
-
-
 # --- the parent side: greedy clustering over the LMDB index ------------------------------------
 
 
@@ -182,12 +82,14 @@ def recluster(
     cap: int = 64,
     on_progress: Callable[[int, int], None] | None = None,
     map_size: int = MAP_SIZE,
+    feed_here: bool = False,
 ) -> ReclusterResult:
     """Cluster ``sources`` in order; write one clusters.jsonl line per document to ``out``.
 
     ``on_progress(documents, clusters)`` is called after every document. ``map_size`` is the
     LMDB map the index starts with (it grows as needed; ``stats["map_growths"]`` counts how
-    often).
+    often). ``sources`` are read in a process of their own unless ``feed_here`` (for an
+    iterator whose side effects the caller reads; see :func:`crawler.sketch_pool.sketched`).
     """
     from storage.records import DocumentRecord
     from storage.store import Store
@@ -196,20 +98,20 @@ def recluster(
     jobs = jobs or os.cpu_count() or 1
     result = ReclusterResult(ClusterSummary())
     with (
-        sketching(params, dedup.canonicaliser, jobs) as sketch_all,
+        # the processes start first: none of them may hold the index's LMDB environment
+        sketched(sources, params, dedup.canonicaliser, jobs, feed_here=feed_here) as stream,
         _index_directory(index_dir) as directory,
         # the index is rebuilt from the input if lost: no fsync per batch (durable=False)
         Store.open(directory, params, map_size=map_size, durable=False) as store,
     ):
         clusterer = GreedyClusterer(store.index, dedup, cap=cap)
-        stream = sketch_all(sources)
         while True:
             lines = []
             now = time.time()
             taken = 0
             with store.batch():
-                # documents are taken as they come, not a batch at a time: each one taken
-                # lets the pool start another, so the workers never wait for a whole batch
+                # documents are taken as they come, not a batch at a time, so the workers
+                # never wait for the parent to finish a whole batch
                 for doc in islice(stream, BATCH):
                     taken += 1
                     if doc.sketch is None:

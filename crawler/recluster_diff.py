@@ -271,7 +271,7 @@ def diff_store(
     out = io.StringIO()
     result = recluster(
         _sources(path, params.unit, seen), params, dedup, out=out, jobs=jobs, cap=cap,
-        index_dir=index_dir,
+        index_dir=index_dir, feed_here=True,  # _sources fills `seen`: it must run here
     )  # fmt: skip
     crawl_duplicate_of: dict[str, str | None] = {}
     try:

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crawler.page_view import PageView
+from crawler.processes import die_with_parent
 from crawler.store_work import Outcome, StoreWork, failure_outcome
 
 if TYPE_CHECKING:
@@ -134,18 +135,6 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to kill this process when the crawl dies (a SIGKILL leaves no worker behind,
-    holding the store's writer lock); elsewhere the closed pipe ends it."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 #: the worker's command line: ``python -c _CHILD PACKAGE_ROOT READ_FD WRITE_FD``
 _CHILD = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); "
@@ -157,7 +146,7 @@ def _child_main() -> None:
     """The worker process (see :data:`_CHILD` and :class:`Worker`)."""
     parent = os.getppid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the crawl, which stops us
-    _die_with_parent()
+    die_with_parent()
     if os.getppid() != parent:  # the crawl died before we asked
         return
     pipe = _ChildPipe(int(sys.argv[1]), int(sys.argv[2]))

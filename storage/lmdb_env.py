@@ -88,6 +88,7 @@ class Shared:
     dbs: dict[str, Database]
     readonly: bool
     users: int
+    durable: bool = True
 
 
 _OPEN: dict[tuple[int, int], Shared] = {}
@@ -100,8 +101,9 @@ def acquire(directory: Path, *, readonly: bool, map_size: int, durable: bool = T
     no fsync at commit and writes straight into the shared map (``writemap``), so a commit costs
     next to nothing however many pages the batch dirtied. A killed process still leaves the
     last commit intact (LMDB never writes over a page the committed tree uses, and the kernel
-    keeps what the map wrote); only a crash of the whole machine may lose the file. The first
-    opener in a process decides.
+    keeps what the map wrote); only a crash of the whole machine may lose the file. Nor is it
+    synced at close: the kernel writes the map back in its own time, and a temporary index is
+    deleted before it would. The first opener in a process decides.
 
     The database handles are opened once, with the environment: opening one later needs a
     transaction, which would wait on this very process's open write batch. A read-only user
@@ -151,19 +153,19 @@ def acquire(directory: Path, *, readonly: bool, map_size: int, durable: bool = T
     except BaseException:
         env.close()
         raise
-    shared = _OPEN[key] = Shared(env, dbs, readonly, 1)
+    shared = _OPEN[key] = Shared(env, dbs, readonly, 1, durable)
     return shared
 
 
 def release(shared: Shared) -> None:
-    """Drop one user; the last one syncs (if writable) and closes the environment."""
+    """Drop one user; the last one syncs (if writable and durable) and closes the environment."""
     shared.users -= 1
     if shared.users > 0:
         return
     for key, value in list(_OPEN.items()):
         if value is shared:
             del _OPEN[key]
-    if not shared.readonly:
+    if shared.durable and not shared.readonly:
         shared.env.sync(True)
     shared.env.close()
 

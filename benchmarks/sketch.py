@@ -4,7 +4,8 @@
 
 Measures, on Debian's Python and PostgreSQL documentation (installed by benchmarks.corpus):
 
-* canonicalisation MB/s of HTML, BeautifulSoup (the reference) and the fast lxml path;
+* canonicalisation MB/s of HTML per core (bytes over CPU seconds; wall-clock MB/s beside it),
+  BeautifulSoup (the reference) and the fast lexbor path, and lxml's parser alone for scale;
 * tokens -> sketch for every sketch kind: shingles/s and documents/s;
 * the same token streams through datasketch ``MinHash(num_perm=128)`` and rensa
   ``RMinHash(128)``, fed the same 4-word shingles (built from the tokens inside the timed region,
@@ -27,6 +28,7 @@ from typing import Any
 
 from benchmarks.corpus import html_corpus
 from dedup.canonical import html_tokens
+from dedup.html_text import FAST_IMPLEMENTATION
 from dedup.document import Sketcher
 from dedup.params import SketchParams
 
@@ -40,10 +42,6 @@ GOALS = {
     f"rensa RMinHash({NUM_PERM})": 2.0,
 }
 GOAL_MB_S = 50.0
-
-
-def median_seconds(work: Callable[[], object], repeats: int) -> float:
-    return interleaved({"work": work}, repeats)["work"]
 
 
 def interleaved(works: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
@@ -65,17 +63,34 @@ def shingle_strings(tokens: Sequence[str], w: int = SHINGLE) -> list[str]:
 
 
 def canonicalisation(pages: list[bytes], repeats: int, reference_pages: int) -> list[dict]:
+    """MB/s of HTML per core: each engine over the pages, median of ``repeats`` passes, in CPU
+    seconds (a pass that waits for a core shared with another job is not slower per core) and
+    in wall seconds."""
+    from lxml import etree
+
+    parser = etree.HTMLParser(encoding="utf-8", remove_comments=True, collect_ids=False)
+    works = {
+        "canonicalise HTML (reference)": (pages[:reference_pages], 1,
+                                          lambda page: html_tokens(page, engine="reference")),
+        f"canonicalise HTML (fast, {FAST_IMPLEMENTATION} walk)": (
+            pages, repeats, lambda page: html_tokens(page, engine="fast")),
+        "lxml HTML parse alone (no text)": (
+            pages, repeats, lambda page: etree.fromstring(page, parser)),
+    }
     rows = []
-    for engine, subset in (("reference", pages[:reference_pages]), ("fast", pages)):
-        size = sum(map(len, subset))
-
-        def work(subset: list[bytes] = subset, engine: str = engine) -> None:
+    for what, (subset, runs, canonicalise) in works.items():
+        cpu, wall = [], []
+        for _ in range(runs):
+            started_cpu, started_wall = time.process_time(), time.perf_counter()
             for page in subset:
-                html_tokens(page, engine=engine)
-
-        seconds = median_seconds(work, repeats if engine == "fast" else 1)
-        rows.append({"what": f"canonicalise HTML ({engine})", "pages": len(subset),
-                     "MB/s": size / seconds / 1e6, "docs/s": len(subset) / seconds})
+                canonicalise(page)
+            cpu.append(time.process_time() - started_cpu)
+            wall.append(time.perf_counter() - started_wall)
+        size = sum(map(len, subset))
+        rows.append({"what": what, "pages": len(subset),
+                     "MB/s": size / statistics.median(cpu) / 1e6,
+                     "wall MB/s": size / statistics.median(wall) / 1e6,
+                     "docs/s": len(subset) / statistics.median(cpu)})
     return rows
 
 
@@ -144,7 +159,7 @@ def sketching(streams: list[list[str]], repeats: int) -> list[dict]:
 
 
 def render(rows: list[dict[str, Any]]) -> str:
-    cols = ["what", "pages", "MB/s", "docs/s", "shingles/s"]
+    cols = ["what", "pages", "MB/s", "wall MB/s", "docs/s", "shingles/s"]
     cols = [c for c in cols if any(c in r for r in rows)]
     out = [" | ".join(cols), " | ".join("---" for _ in cols)]
     for r in rows:
@@ -186,9 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = f"neardup MIN_{NUM_PERM} / {peer}"
             ratios[name] = mine / by[peer]["docs/s"]
             goals[f"{name} >= {goal:g}x"] = ratios[name] >= goal
-    fast = by["canonicalise HTML (fast)"]["MB/s"]
+    fast = by[f"canonicalise HTML (fast, {FAST_IMPLEMENTATION} walk)"]["MB/s"]
     ratios["fast / reference canonicaliser"] = fast / by["canonicalise HTML (reference)"]["MB/s"]
-    goals[f"fast canonicaliser >= {GOAL_MB_S:g} MB/s"] = fast >= GOAL_MB_S
+    goals[f"fast canonicaliser >= {GOAL_MB_S:g} MB/s per core"] = fast >= GOAL_MB_S
 
     if args.json:
         print(json.dumps({"rows": rows, "ratios": ratios, "goals": goals}, indent=2))

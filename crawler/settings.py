@@ -44,7 +44,7 @@ NEARDUP_SKETCH = _SKETCH.to_dict()  # sketch parameters (dedup.params.SketchPara
 NEARDUP_THRESHOLD = _DEDUP.threshold  # estimated resemblance at which a page joins a cluster
 NEARDUP_CONTAINMENT = _DEDUP.containment  # None, or containment at which a page is dropped too
 NEARDUP_REPRESENTATIVE = _DEDUP.representative  # cluster representative: "first" or "popular"
-NEARDUP_CANONICALISER = _DEDUP.canonicaliser  # HTML canonicaliser: "fast" (lxml) or "reference"
+NEARDUP_CANONICALISER = _DEDUP.canonicaliser  # HTML canonicaliser: "fast" (lexbor) or "reference"
 NEARDUP_BATCH_SIZE = _CRAWL.batch_size  # pages per LMDB write transaction
 NEARDUP_BATCH_SECONDS = _CRAWL.batch_seconds  # most seconds between two LMDB commits
 NEARDUP_ALLOWED_DOMAINS: list[str] = list(_CRAWL.allowed_domains)  # [] = start URLs' hosts

@@ -37,6 +37,7 @@ from typing import Any
 from crawler.inputs import SourceDocument
 from crawler.processes import die_with_parent
 from dedup.canonical import html_joined_tokens, text_joined_tokens
+from dedup.html_text import DocumentTooDeep
 from dedup.document import Sketcher
 from dedup.params import SketchParams
 from dedup.sketches import Sketch
@@ -74,7 +75,12 @@ def sketch_source(doc: SourceDocument) -> SketchedDocument:
         return SketchedDocument(doc.id, None, skip_reason=doc.skip_reason)
     unit = sketcher.params.unit
     if doc.kind == "html":
-        tokens = html_joined_tokens(doc.content, unit=unit, engine=engine, encoding=doc.encoding)
+        try:
+            tokens = html_joined_tokens(
+                doc.content, unit=unit, engine=engine, encoding=doc.encoding
+            )
+        except DocumentTooDeep:
+            return SketchedDocument(doc.id, None, skip_reason="too_deep")
     else:
         text = doc.content if isinstance(doc.content, str) else doc.content.decode("utf-8", "replace")
         tokens = text_joined_tokens(text, unit=unit)

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.texts import stored_text
 from dedup.canonical import html_joined_tokens, text_joined_tokens
+from dedup.html_text import DocumentTooDeep
 from dedup.cluster import GreedyClusterer
 from dedup.document import Sketcher
 from dedup.units import JoinedTokens
@@ -191,6 +192,8 @@ class StoreWork:
         if tokens is None:
             try:
                 tokens = self._canonicalise(page)
+            except DocumentTooDeep as exc:
+                return self._skip(page, "too_deep", str(exc))
             except Exception as exc:
                 logger.exception("Could not canonicalise %s", page.url)
                 return self._skip(page, "unparseable", f"{type(exc).__name__}: {exc}")

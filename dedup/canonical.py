@@ -89,7 +89,7 @@ __all__ = [
 #: Recorded by every store: bump the leading number whenever any document's tokens change. The
 #: Unicode version is part of it because NFKC, casefold and "is a letter" all come from Python's
 #: ``unicodedata``, so a Python with a newer Unicode may canonicalise some text differently.
-CANONICALISER_VERSION = f"1+unicode{unicodedata.unidata_version}"
+CANONICALISER_VERSION = f"2+unicode{unicodedata.unidata_version}"
 
 #: the token units
 UNITS = ("word", "char", "line")
@@ -331,7 +331,7 @@ def html_tokens(
 ) -> list[str]:
     """The canonical token stream of an HTML document.
 
-    ``engine`` is ``"fast"`` (lxml) or ``"reference"`` (BeautifulSoup); both give the same
+    ``engine`` is ``"fast"`` (lexbor) or ``"reference"`` (BeautifulSoup); both give the same
     tokens. Bytes are decoded by :func:`decode_html`; ``encoding`` is the transport's charset
     (e.g. from the HTTP ``Content-Type``), if known. Malformed markup never raises; empty,
     whitespace-only and binary input gives ``[]``.

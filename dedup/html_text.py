@@ -20,21 +20,21 @@ The rules, shared by both engines:
 
 There are two engines, which must give the same tokens:
 
-* ``"reference"``: BeautifulSoup with the ``lxml`` parser, walked in document order. It is the
-  definition, easy to read and slow (2–3 MB/s).
-* ``"fast"``: lxml used directly (≥ 50 MB/s): a C tree, then one XSLT pass, also in C, that drops
-  the removed elements and writes the text with the breaks. A document beyond libxml2's tree
-  limits (deeper than 256 levels, a text node over 10 MB) cannot become a whole tree, so it goes
-  through lxml's event interface instead, the one BeautifulSoup itself listens to: same events,
-  same text, any depth.
+* ``"reference"``: BeautifulSoup with the ``html5ever`` tree builder (soup5ever: Servo's HTML5
+  parser, in Rust, building BeautifulSoup's Python tree), walked in document order. It is the
+  definition, easy to read and slow (a few MB/s).
+* ``"fast"`` (the default): lexbor, the C parser inside selectolax, walked in C by
+  :mod:`dedup.lexbor_text` (several times faster than lxml, which parses at 30–45 MB/s here).
 
-Both parse with libxml2's HTML parser, so they see the same elements; the corpus test
-(``tests/dedup/test_canonical_corpus.py``) checks they give the same tokens on ~1,700 real pages.
-Their marked texts may differ in one way, which no token and no line sees: BeautifulSoup turns
-every string that is all whitespace into one ``"\\n"`` or ``" "`` (outside ``pre`` and
-``textarea``), where libxml2 keeps it whole; so ``"<p>\\n   <a>x</a>"`` reads ``"\\nx"`` in one and
-``"\\n   x"`` in the other, and inside ``listing`` a run of blank lines can shrink to one; and
-whitespace before the first element (``"&#13;x"``) has no place in libxml2's tree.
+Both parsers implement the tree construction of the WHATWG HTML standard, independently, so they
+build the tree a browser builds, broken markup included: a ``<td>`` outside any table is no cell,
+text misplaced in a table moves before it, a stray ``</p>`` is an empty paragraph, a ``<select>``
+may hold any content (the 2025 rules). The corpus test (``tests/dedup/test_canonical_corpus.py``)
+checks that the engines give the same tokens on ~1,700 real pages, and the tag-soup property tests
+that they give the same marked text.
+
+A document whose elements nest more than :data:`MAX_DEPTH` deep raises :class:`DocumentTooDeep`
+in both engines: a tree's cost grows with the square of its depth.
 
 Bytes are decoded once, here, by :func:`decode_html`, and both engines parse the same ``str`` given
 to libxml2 as UTF-8 with the encoding stated, so a ``<meta charset>`` or an XML declaration cannot
@@ -47,18 +47,23 @@ from __future__ import annotations
 
 import codecs
 import re
-import threading
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, XMLParsedAsHTMLWarning
 from bs4.element import NavigableString, PreformattedString, Tag
-from lxml import etree
+
+import soup5ever  # noqa: F401  (registers BeautifulSoup's "html5ever" tree builder)
+
+from dedup.lexbor_text import LexborText
 
 __all__ = [
     "BLOCK_TAGS",
     "BREAK",
+    "DocumentTooDeep",
     "ENGINES",
+    "FAST_IMPLEMENTATION",
+    "MAX_DEPTH",
     "PRE_TAGS",
     "REMOVED_TAGS",
     "decode_html",
@@ -97,6 +102,19 @@ BLOCK_TAGS = frozenset(
         "summary", "table", "tbody", "td", "tfoot", "th", "thead", "title", "tr", "ul",
     }
 ) | PRE_TAGS  # fmt: skip
+
+#: the deepest an element may be (``<html>`` is 1): building an HTML5 tree costs time quadratic in
+#: its depth, so a deeper document is refused (:class:`DocumentTooDeep`) rather than parsed for
+#: minutes. Real pages nest a few dozen levels; browsers stop nesting at 512 (Chromium) or so.
+MAX_DEPTH = 4096
+
+
+class DocumentTooDeep(ValueError):
+    """An HTML document whose elements nest deeper than :data:`MAX_DEPTH`."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"elements nested more than {limit:,} deep")
+
 
 _SNIFF_BYTES = 1024  # how far decode_html and looks_binary look, as in HTML's encoding prescan
 
@@ -263,9 +281,13 @@ def _utf8_input(data: bytes, encoding: str | None) -> bytes | None:
 
 # -- the reference engine: BeautifulSoup ---------------------------------------------------------
 
-_LEAVE_BLOCK = object()  # walk sentinels: "this block ends here", "this pre-formatted one ends"
-_LEAVE_PRE = object()
 _PRE_NEWLINES = str.maketrans({"\n": BREAK, "\r": BREAK})
+
+
+class _End(NamedTuple):
+    """On the walk's stack: the element of this name ends here."""
+
+    name: str
 
 
 def _reference(data: bytes) -> str:
@@ -273,149 +295,49 @@ def _reference(data: bytes) -> str:
         # bs4 warns when markup looks like XML or like a file name; both are fine here
         warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
         warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
-        soup = BeautifulSoup(data, "lxml", from_encoding="utf-8")
+        soup = BeautifulSoup(data, "html5ever", from_encoding="utf-8")
     parts: list[str] = []
     pre = 0
-    todo: list[Any] = [soup]  # an explicit stack: documents 100,000 levels deep are fine
+    # (node, how many elements it is in): an explicit stack, so any depth is fine
+    todo: list[tuple[Any, int]] = [(child, 0) for child in reversed(soup.contents)]
     while todo:
-        node = todo.pop()
-        if node is _LEAVE_BLOCK:
-            parts.append(BREAK)
-        elif node is _LEAVE_PRE:
-            pre -= 1
+        node, depth = todo.pop()
+        if isinstance(node, _End):
+            if node.name in BLOCK_TAGS:
+                parts.append(BREAK)
+            if node.name in PRE_TAGS:
+                pre -= 1
         elif isinstance(node, Tag):
+            if depth + 1 > MAX_DEPTH:
+                raise DocumentTooDeep(MAX_DEPTH)
             name = node.name
             if name in REMOVED_TAGS:
                 continue
             if name in BLOCK_TAGS:
                 parts.append(BREAK)
-                todo.append(_LEAVE_BLOCK)
             if name in PRE_TAGS:
                 pre += 1
-                todo.append(_LEAVE_PRE)
-            todo.extend(reversed(node.contents))
+            todo.append((_End(name), depth))
+            todo.extend((child, depth + 1) for child in reversed(node.contents))
         elif isinstance(node, NavigableString) and not isinstance(node, PreformattedString):
             # PreformattedString: comments, CDATA, processing instructions, doctypes
             parts.append(node.translate(_PRE_NEWLINES) if pre else str(node))
     return "".join(parts)
 
 
-# -- the fast engine: lxml -----------------------------------------------------------------------
+# -- the fast engine: lexbor, walked in C --------------------------------------------------------
 
+_fast_walk = LexborText(BLOCK_TAGS, REMOVED_TAGS, PRE_TAGS)
 
-def _names(tags: frozenset[str]) -> str:
-    return "|".join(sorted(tags))
-
-
-def _stylesheet(lines: bool) -> str:
-    """XSLT that writes the marked text in one pass over the tree, in C.
-
-    With ``lines``, mode "pre" is the same walk inside a pre-formatted element, where newlines in
-    text become breaks too. Without, it is for words only: blocks are marked by a plain newline
-    (ASCII keeps the tokeniser on its fast path) and newlines in ``pre`` stay newlines; both
-    separate words as a :data:`BREAK` does. Comments and PIs never reach it (the parser drops
-    them).
-    """
-    if lines:
-        block, mark = _names(BLOCK_TAGS - PRE_TAGS), f"<xsl:text>{BREAK}</xsl:text>"
-    else:
-        block, mark = _names(BLOCK_TAGS), "<xsl:text>&#10;</xsl:text>"
-    templates = [
-        f'<xsl:template match="{_names(REMOVED_TAGS)}"/>',
-        # apply-imports: no template is imported, so it is the built-in "process the children",
-        # which libxslt runs without building a node-set (apply-templates builds one)
-        f'<xsl:template match="{block}">{mark}<xsl:apply-imports/>{mark}</xsl:template>',
-    ]
-    if lines:
-        pre = '<xsl:apply-templates mode="pre"/>'
-        templates += [
-            f'<xsl:template match="{_names(REMOVED_TAGS)}" mode="pre"/>',
-            f'<xsl:template match="{_names(PRE_TAGS)}">{mark}{pre}{mark}</xsl:template>',
-            f'<xsl:template match="{_names(BLOCK_TAGS)}" mode="pre">{mark}{pre}{mark}'
-            "</xsl:template>",
-            '<xsl:template match="text()" mode="pre">'
-            f"<xsl:value-of select=\"translate(., '&#10;&#13;', '{BREAK}{BREAK}')\"/>"
-            "</xsl:template>",
-        ]
-    return (
-        '<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">'
-        '<xsl:output method="text" encoding="utf-8"/>' + "".join(templates) + "</xsl:stylesheet>"
-    )
-
-
-class _Local(threading.local):
-    """Per-thread lxml objects: a parser keeps its last error log, so threads must not share."""
-
-    def __init__(self) -> None:
-        # the options BeautifulSoup's lxml builder uses (recover, no huge_tree), plus dropping
-        # comments and PIs early; collect_ids=False skips an id table we never read
-        self.parser = etree.HTMLParser(
-            encoding="utf-8", remove_comments=True, remove_pis=True, collect_ids=False
-        )
-        self.words = etree.XSLT(etree.XML(_stylesheet(lines=False)))
-        self.lines = etree.XSLT(etree.XML(_stylesheet(lines=True)))
-
-
-_local = _Local()
-
-
-class _EventText:
-    """lxml parser target that writes the marked text from parse events: no tree, any depth."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.stack: list[str] = []  # open elements, to know what an end event closes
-        self.removed = 0  # open removed elements
-        self.pre = 0  # open pre-formatted elements
-
-    def start(self, tag: str, attrib: object) -> None:
-        self.stack.append(tag)
-        if tag in REMOVED_TAGS:
-            self.removed += 1
-        elif self.removed:
-            return
-        if tag in BLOCK_TAGS:
-            self.parts.append(BREAK)
-        if tag in PRE_TAGS:
-            self.pre += 1
-
-    def end(self, tag: str) -> None:
-        tag = self.stack.pop() if self.stack else tag
-        if tag in REMOVED_TAGS:
-            self.removed -= 1
-        elif self.removed:
-            return
-        if tag in BLOCK_TAGS:
-            self.parts.append(BREAK)
-        if tag in PRE_TAGS:
-            self.pre -= 1
-
-    def data(self, text: str) -> None:
-        if not self.removed:
-            self.parts.append(text.translate(_PRE_NEWLINES) if self.pre else text)
-
-    def close(self) -> str:
-        return "".join(self.parts)
-
-
-def _by_events(data: bytes) -> str:
-    parser = etree.HTMLParser(target=_EventText(), encoding="utf-8")
-    parser.feed(data)
-    text: str = parser.close()
-    return text
+#: which walk the fast engine runs: "C" (built at install) or "Python" (no compiler was there)
+FAST_IMPLEMENTATION = _fast_walk.implementation
 
 
 def _fast(data: bytes, lines: bool) -> bytes:
-    local = _local
-    root = etree.fromstring(data, local.parser)
-    log = local.parser.error_log
-    if log and any(error.level == etree.ErrorLevels.FATAL for error in log):
-        # libxml2 stopped building the tree at one of its limits (deeper than 256 levels, a
-        # text node over 10 MB): the rest of the document is not in it
-        return _by_events(data).encode("utf-8")
-    if root is None:  # nothing but whitespace, comments, ...
-        return b""
-    return bytes((local.lines if lines else local.words)(root))
+    text = _fast_walk(data, lines, MAX_DEPTH)
+    if text is None:
+        raise DocumentTooDeep(MAX_DEPTH)
+    return text
 
 
 def extract_document(
@@ -425,7 +347,7 @@ def extract_document(
     text of ``decode_html(data, encoding)``. A UTF-8 document is parsed from its own bytes,
     without a decode and an encode that would give them back unchanged.
 
-    >>> extract_document("<p>caf\u00e9</p>".encode("utf-8")).decode("utf-8").split(BREAK)[3]
+    >>> extract_document("<p>caf\u00e9</p>".encode("utf-8")).decode("utf-8").split(BREAK)[5]
     'café'
     >>> extract_document(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00")
     b''
@@ -437,9 +359,7 @@ def extract_document(
     prepared = _utf8_input(data, encoding)
     if prepared is None:
         return extract_utf8(decode_html(data, encoding), engine, lines)
-    if not prepared:
-        return b""
-    return _fast(prepared, lines) if engine == "fast" else _reference(prepared).encode("utf-8")
+    return _run(engine, prepared, lines)
 
 
 def extract_utf8(html: str, engine: str = "fast", lines: bool = True) -> bytes:
@@ -449,7 +369,14 @@ def extract_utf8(html: str, engine: str = "fast", lines: bool = True) -> bytes:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if not html or html.isspace():
         return b""
-    data = _prepare(html)
+    return _run(engine, _prepare(html), lines)
+
+
+def _run(engine: str, data: bytes, lines: bool) -> bytes:
+    """The engine on prepared input; nothing at all for none (HTML5 would still make
+    ``<html><head><body>`` of it, and their marks)."""
+    if not data:
+        return b""
     return _fast(data, lines) if engine == "fast" else _reference(data).encode("utf-8")
 
 
@@ -460,7 +387,7 @@ def extract(html: str, engine: str = "fast", lines: bool = True) -> str:
     with plain newlines and leaves newlines inside ``pre`` alone (cheaper; the same words).
 
     >>> extract("<ul><li>Home</li><li>Ab<b>ou</b>t</li></ul>").split(BREAK)
-    ['', '', '', '', 'Home', '', 'About', '', '', '', '']
+    ['', '', '', '', '', '', 'Home', '', 'About', '', '', '', '']
     >>> extract("<ul><li>Home</li><li>Ab<b>ou</b>t</li></ul>", lines=False).split()
     ['Home', 'About']
     """

@@ -113,7 +113,7 @@ class DedupParams:
     containment: float | None = None
     #: "first" member, or the s most "popular" fingerprints of the cluster
     representative: str = "first"
-    #: HTML canonicaliser: "fast" (lxml) or "reference" (BeautifulSoup); same tokens either way
+    #: HTML canonicaliser: "fast" (lexbor) or "reference" (BeautifulSoup); same tokens either way
     canonicaliser: str = "fast"
 
     def __post_init__(self) -> None:

@@ -50,6 +50,7 @@ from w3lib.url import canonicalize_url, safe_url_string
 from crawler import settings as defaults
 from crawler.items import PageItem
 from dedup.canonical import ENGINES, UNITS, html_tokens, looks_like_html
+from dedup.html_text import DocumentTooDeep
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -313,6 +314,9 @@ class SiteSpider(Spider):
             tokens = html_tokens(
                 response.body, unit=self.unit, engine=self.engine, encoding=charset(response)
             )
+        except DocumentTooDeep as exc:  # bad input, not a bug: one line says so
+            yield self._skip(item, "too_deep", str(exc))
+            return
         except Exception as exc:  # a canonicaliser bug must not stop the crawl; it is logged
             logger.error("Could not canonicalise %s", response.url, exc_info=True)
             yield self._skip(item, "unparseable", _one_line(f"{type(exc).__name__}: {exc}"))

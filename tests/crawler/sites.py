@@ -79,7 +79,8 @@ def bad_cases() -> list[Case]:
                    body="<html><body><p>Unclosed <b>bold <i>italic <div>nested</p></b> text "
                         "& more <<>> </table></td><p>tail <a href='/missing.html'>words</a>"),
              words=("unclosed", "bold", "italic", "nested", "tail")),
-        Case("/deep.html", Route(headers=HTML, body=_deep(100_000)), words=("deep", "down")),
+        Case("/deep.html", Route(headers=HTML, body=_deep(3_000)), words=("deep", "down")),
+        Case("/too-deep.html", Route(headers=HTML, body=_deep(100_000)), reason="too_deep"),
         Case("/binary.html", Route(headers=HTML, body=_binary()), reason="binary"),
         Case("/controls.html", Route(headers=HTML, body=_controls()), reason="binary"),
         Case("/empty.html", Route(headers=HTML, body=b""), reason="empty"),

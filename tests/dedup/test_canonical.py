@@ -9,6 +9,7 @@ engines agree, on hand-picked edge cases and on generated tag soup.
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import re
 import unicodedata
 
@@ -27,6 +28,7 @@ from dedup.canonical import (
     text_joined_tokens,
     text_tokens,
 )
+from dedup.lexbor_text import LexborText
 from dedup.units import JoinedTokens
 
 ENGINES = ("fast", "reference")
@@ -236,7 +238,8 @@ def test_capitalisation_is_ignored(words: list[str], data: st.DataObject) -> Non
         ("fo<b>o</b>bar", ["foobar"]),
         ("<ul><li>Home</li><li>About</li></ul>", ["home", "about"]),
         ("one<br>two<hr>three", ["one", "two", "three"]),
-        ("<td>a</td><td>b</td>", ["a", "b"]),
+        ("<table><tr><td>a</td><td>b</td></tr></table>", ["a", "b"]),
+        ("<td>a</td><td>b</td>", ["ab"]),  # cells outside a table are none (HTML5)
         ("<p>a<!-- x y -->b</p>", ["ab"]),
         ("a<script>var x = 'y';</script>b<style>p{}</style>c", ["abc"]),
         ("a<template><p>t</p></template>b", ["ab"]),
@@ -244,7 +247,10 @@ def test_capitalisation_is_ignored(words: list[str], data: st.DataObject) -> Non
         ('<p title="not this" class="c">x</p><img alt="nor this">', ["x"]),
         ("&amp;&nbsp;caf&eacute; &#x41;&#66;", ["café", "ab"]),
         ("<?php echo 1 ?>x<![CDATA[y]]>z", ["xz"]),
-        ("<p>un<span>closed <div>nest</p>ed</i></b>", ["unclosed", "nested"]),
+        ("a\x00b", ["ab"]),  # an HTML5 parser drops NUL from text
+        # a </p> with no open <p> is an empty paragraph, as in a browser
+        ("<p>un<span>closed <div>nest</p>ed</i></b>", ["unclosed", "nest", "ed"]),
+        ("<table>mis<tr>pla</tr>ced<td>cell</td></table>", ["misplaced", "cell"]),
         ("<textarea>a<b>c</b></textarea>", ["a", "b", "c", "b"]),
         ("", []),
         ("   \n\t ", []),
@@ -268,15 +274,35 @@ def test_html_lines(engine: str) -> None:
     assert visible_text(html, engine) == "T\nHead line\none two\nthree\ncode one\ncode two\ninline"
 
 
+def _nested(levels: int) -> str:
+    """A document whose deepest element is ``levels`` deep (``<html>`` and ``<body>`` are 1 and 2)."""
+    inner = levels - 2
+    return "<div><b>" * (inner // 2) + "<i>" * (inner % 2) + "deep text" + "</b></div>" * (
+        inner // 2
+    ) + " after"
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_deep_nesting(engine: str) -> None:
-    # libxml2 will not build a tree deeper than 256 levels; the fast engine must notice and
-    # still see everything, as BeautifulSoup (which builds its own tree) does
-    for depth in (200, 300, 100_000):
-        html = "<div><b>" * (depth // 2) + "deep text" + "</b></div>" * (depth // 2) + " after"
-        assert html_tokens(html, engine=engine) == ["deep", "text", "after"], depth
-        if depth < 1000:  # (BeautifulSoup takes 2 s a pass at 100,000 levels)
-            assert html_tokens(html, "line", engine) == ["deep text", "after"], depth
+    for levels in (200, 300, 1000):
+        assert html_tokens(_nested(levels), engine=engine) == ["deep", "text", "after"], levels
+        assert html_tokens(_nested(levels), "line", engine) == ["deep text", "after"], levels
+
+
+def test_too_deep_is_refused() -> None:
+    # an HTML5 tree costs time quadratic in its depth: past MAX_DEPTH a document is refused, by
+    # both engines alike (the reference takes seconds to get there, so it is checked once)
+    limit = html_text.MAX_DEPTH
+    assert html_tokens(_nested(limit)) == ["deep", "text", "after"]
+    for levels in (limit + 1, 100 * limit):
+        with pytest.raises(html_text.DocumentTooDeep, match=f"more than {limit:,} deep"):
+            html_tokens(_nested(levels))
+    with pytest.raises(html_text.DocumentTooDeep):
+        html_tokens(_nested(limit + 1), engine="reference")
+    # inside a removed element nothing is looked at, in either engine
+    hidden = "<template>" + _nested(limit + 10) + "</template>x"
+    for engine in ENGINES:
+        assert html_tokens(hidden, engine=engine) == ["x"]
 
 
 def test_bytes_are_decoded_once_for_both_engines() -> None:
@@ -298,7 +324,7 @@ def test_bytes_are_decoded_once_for_both_engines() -> None:
 
 
 def test_xml_declaration_does_not_change_decoding() -> None:
-    # lxml refuses str with an encoding declaration; both engines get UTF-8 bytes instead
+    # a declaration inside the document cannot make an engine decode its UTF-8 input again
     page = '<?xml version="1.0" encoding="ISO-8859-1"?><html><body><p>Größe</p></body></html>'
     for engine in ENGINES:
         assert html_tokens(page, engine=engine) == ["grösse"]
@@ -342,7 +368,7 @@ def test_looks_like_html(data: str | bytes, expected: bool) -> None:
 
 
 def test_threads_get_the_same_tokens() -> None:
-    # some deeper than libxml2's tree limit, so the event path runs in threads too
+    # the C walk runs without the GIL: threads parse side by side, some pages deep
     pages = [f"<p>page {i}</p><ul><li>item {i}</li></ul>" + "<div>x" * (i * 10) for i in range(40)]
     expected = [html_tokens(p) for p in pages]
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
@@ -372,7 +398,8 @@ def marked_up(draw: st.DrawFn, words: list[str]) -> str:
     word), block tags, comments, scripts and styles at word boundaries, attributes everywhere.
 
     (A stray end tag such as ``</div>`` with no open ``div`` is no boundary: the parser drops
-    it, as a browser does; so block tags here are start tags or end-start pairs.)"""
+    it, as a browser does; so block tags here are start tags or end-start pairs, and cells come
+    with their table.)"""
     out = ["<html><body>"]
     for word in words:
         chars = []
@@ -391,7 +418,7 @@ def marked_up(draw: st.DrawFn, words: list[str]) -> str:
                 [" ", "\n", "  \t", " <!-- x --> ", "<br>", "<hr/>", "</p><p>", " <b> </b> ",
                  "<script>var a = '<p>x</p>';</script> ", " <style>p { x: y }</style>",
                  "<template><p>hidden</p></template> ", "<div{a}>", "</div><div>", "<li{a}>",
-                 "<table><tr><td{a}>", "</td><td>", "&nbsp;", " &amp; ", "<p{a}>", "<h1>"]
+                 "<table><tr><td{a}>", "</li><li>", "&nbsp;", " &amp; ", "<p{a}>", "<h1>"]
             )
         )  # fmt: skip
         if "{a}" in boundary:
@@ -427,7 +454,8 @@ soup_tags = st.sampled_from(
     + INLINE
     + ["html", "head", "body", "table", "tr", "noscript", "iframe", "svg", "math", "select",
        "option", "ruby", "rt", "wbr", "img", "input", "xmp", "plaintext", "listing", "nobr",
-       "frameset", "object", "caption", "colgroup", "form", "image", "isindex", "keygen"]
+       "frameset", "object", "caption", "colgroup", "form", "image", "isindex", "keygen",
+       "search", "selectedcontent", "button", "datalist"]
 )  # fmt: skip
 soup_text = st.one_of(
     tricky_text,
@@ -490,6 +518,29 @@ def test_engines_agree_on_random_bytes(data: bytes) -> None:
     _compare_engines(data)
 
 
+# the fast engine's walk in Python, which runs where the C one was not built
+python_walk = LexborText(
+    html_text.BLOCK_TAGS, html_text.REMOVED_TAGS, html_text.PRE_TAGS, use_c=False
+)
+
+
+def test_the_c_walk_is_built() -> None:
+    # CI installs with a compiler: a failed build must not pass unnoticed as the Python walk
+    assert python_walk.implementation == "Python"
+    if os.environ.get("CI"):
+        assert html_text.FAST_IMPLEMENTATION == "C"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tag_soup, st.booleans())
+@example("<pre>a\r\nb<b>c\rd</b></pre><textarea>\ne</textarea>", True)
+@example("<div>" * 50 + "x", True)
+def test_the_python_walk_equals_the_c_walk(html: str, lines: bool) -> None:
+    data = html_text._prepare(html)
+    assert python_walk(data, lines) == html_text._fast_walk(data, lines)
+    assert python_walk(data, lines, max_depth=20) == html_text._fast_walk(data, lines, 20)
+
+
 @settings_html
 @given(tag_soup)
 def test_html_streams_are_fixed_points(html: str) -> None:
@@ -511,9 +562,9 @@ def test_visible_text_has_the_same_tokens(html: str) -> None:
 
 @given(st.text(max_size=40))
 def test_plain_text_as_html(text: str) -> None:
-    # text without markup characters reads the same as HTML, but for the line breaks: raw
-    # newlines in HTML are spaces
-    assume("<" not in text and "&" not in text)
+    # text without markup characters reads the same as HTML, but for the line breaks (raw
+    # newlines in HTML are spaces) and NUL, which an HTML5 parser drops from text
+    assume("<" not in text and "&" not in text and "\x00" not in text)
     assert html_tokens(text) == text_tokens(text)
 
 

@@ -1,0 +1,373 @@
+/* The fast engine's walk, in C: an HTML5 tree built by lexbor, written out as marked text.
+ *
+ * dedup/html_text.py defines what the text is (the reference engine walks a BeautifulSoup tree
+ * the same way); this module only does that walk without a Python object per node. lexbor is
+ * not linked here: selectolax carries it and exports its functions, and html_text.py looks their
+ * addresses up with ctypes and hands them to bind(). So this file needs no lexbor headers, only
+ * the handful of prototypes below, all of them lexbor's stable "_noi" (no-inline) entry points or
+ * plain functions, and it treats every lexbor object as opaque.
+ *
+ *   bind(functions: tuple[int, ...], block, removed, pre)   function addresses, tag name sets
+ *   marked_text(data: bytes, lines: bool, max_depth: int) -> bytes | None
+ *       the walk of one UTF-8 document; None when its elements nest deeper than max_depth
+ *
+ * The depth limit is there because building an HTML5 tree costs time quadratic in its depth
+ * (every start tag looks up the stack of open elements): a 1 MB page of nested <div>s would take
+ * seconds. So the document is parsed in chunks, and parsing stops as soon as the tree grows too
+ * deep; the walk checks the finished tree once more, so that the rule is exactly "no element
+ * deeper than max_depth", as the reference engine checks it.
+ *
+ * The GIL is released while a document is parsed and walked.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef void lxb_document;
+typedef void lxb_node;
+typedef uintptr_t lxb_tag_id;
+
+/* the lexbor functions used, in the order bind() receives their addresses */
+static lxb_document *(*document_create)(void);
+static unsigned int (*parse_chunk_begin)(lxb_document *);
+static unsigned int (*parse_chunk)(lxb_document *, const unsigned char *, size_t);
+static unsigned int (*parse_chunk_end)(lxb_document *);
+static lxb_document *(*document_destroy)(lxb_document *);
+static lxb_node *(*node_first_child)(lxb_node *);
+static lxb_node *(*node_last_child)(lxb_node *);
+static lxb_node *(*node_next)(lxb_node *);
+static lxb_node *(*node_parent)(lxb_node *);
+static unsigned int (*node_type)(lxb_node *);
+static lxb_tag_id (*node_tag_id)(lxb_node *);
+static const unsigned char *(*element_local_name)(lxb_node *, size_t *);
+static unsigned char *(*node_text_content)(lxb_node *, size_t *);
+static void (*document_destroy_text)(lxb_document *, unsigned char *);
+
+enum { FUNCTIONS = 14 };
+enum { TYPE_ELEMENT = 1, TYPE_TEXT = 3 }; /* the DOM's node type numbers, which lexbor keeps */
+
+/* what an element is to the walk: bit flags, from the three tag name sets */
+enum { KIND_BLOCK = 1, KIND_REMOVED = 2, KIND_PRE = 4, KIND_KNOWN = 128 };
+
+#define NAMES_MAX 128
+typedef struct {
+    int count;
+    char *names[NAMES_MAX];
+} name_set;
+
+static name_set block_names, removed_names, pre_names;
+static int bound = 0;
+
+/* lexbor numbers the tags it knows from 1 up (a few hundred); custom elements get ids outside
+ * that range. Kinds of the small ids are cached here once their name has been read. */
+#define CACHED_IDS 1024
+static unsigned char kind_cache[CACHED_IDS];
+
+static const char BREAK[] = "\xef\xb7\x90"; /* U+FDD0 in UTF-8: html_text.BREAK */
+
+static int set_has(const name_set *set, const unsigned char *name, size_t length)
+{
+    for (int i = 0; i < set->count; i++) {
+        if (strlen(set->names[i]) == length && memcmp(set->names[i], name, length) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static unsigned char kind_of(lxb_node *element)
+{
+    lxb_tag_id id = node_tag_id(element);
+    if (id < CACHED_IDS && kind_cache[id])
+        return kind_cache[id];
+    size_t length = 0;
+    const unsigned char *name = element_local_name(element, &length);
+    unsigned char kind = KIND_KNOWN;
+    if (name != NULL) {
+        if (set_has(&block_names, name, length))
+            kind |= KIND_BLOCK;
+        if (set_has(&removed_names, name, length))
+            kind |= KIND_REMOVED;
+        if (set_has(&pre_names, name, length))
+            kind |= KIND_PRE;
+    }
+    if (id < CACHED_IDS)
+        kind_cache[id] = kind; /* idempotent: threads racing here write the same byte */
+    return kind;
+}
+
+/* a growing output buffer; on allocation failure it stops growing and remembers it */
+typedef struct {
+    char *data;
+    size_t length, capacity;
+    int failed;
+} buffer;
+
+static void put(buffer *out, const char *bytes, size_t length)
+{
+    if (out->failed)
+        return;
+    if (out->length + length > out->capacity) {
+        size_t capacity = out->capacity ? out->capacity : 4096;
+        while (capacity < out->length + length)
+            capacity *= 2;
+        char *grown = realloc(out->data, capacity);
+        if (grown == NULL) {
+            out->failed = 1;
+            return;
+        }
+        out->data = grown;
+        out->capacity = capacity;
+    }
+    memcpy(out->data + out->length, bytes, length);
+    out->length += length;
+}
+
+/* text inside a pre-formatted element, where every CR and LF is a line break */
+static void put_pre(buffer *out, const char *text, size_t length)
+{
+    size_t start = 0;
+    for (size_t i = 0; i < length; i++) {
+        if (text[i] == '\n' || text[i] == '\r') {
+            put(out, text + start, i - start);
+            put(out, BREAK, 3);
+            start = i + 1;
+        }
+    }
+    put(out, text + start, length - start);
+}
+
+static void put_text(buffer *out, lxb_document *document, lxb_node *node, int pre)
+{
+    size_t length = 0;
+    unsigned char *text = node_text_content(node, &length);
+    if (text == NULL)
+        return;
+    if (pre)
+        put_pre(out, (const char *)text, length);
+    else
+        put(out, (const char *)text, length);
+    document_destroy_text(document, text);
+}
+
+/* Leaving an element: the mark after a block, one pre-formatted level fewer. */
+static void leave(buffer *out, lxb_node *node, const char *mark, size_t mark_length, int *pre)
+{
+    if (node_type(node) != TYPE_ELEMENT)
+        return;
+    unsigned char kind = kind_of(node);
+    if (kind & KIND_BLOCK)
+        put(out, mark, mark_length);
+    if (kind & KIND_PRE)
+        (*pre)--;
+}
+
+/* Document order, iteratively: text where it stands, a mark before and after each block's
+ * content, nothing of removed elements, comments, doctypes or processing instructions.
+ * Returns 0, or -1 at an element deeper than max_depth. */
+static int walk(lxb_document *document, buffer *out, int lines, size_t max_depth)
+{
+    const char *mark = lines ? BREAK : "\n";
+    size_t mark_length = lines ? 3 : 1;
+    int pre = 0; /* open pre-formatted elements; only lines mode turns their newlines into marks */
+    size_t depth = 0; /* elements from the root down to the node, the node included */
+    lxb_node *root = (lxb_node *)document; /* a document begins with its node */
+    lxb_node *node = node_first_child(root);
+    while (node != NULL) {
+        lxb_node *child = NULL;
+        unsigned int type = node_type(node);
+        if (type == TYPE_TEXT) {
+            put_text(out, document, node, lines && pre > 0);
+        } else if (type == TYPE_ELEMENT) {
+            if (depth + 1 > max_depth)
+                return -1;
+            unsigned char kind = kind_of(node);
+            if (!(kind & KIND_REMOVED)) {
+                if (kind & KIND_BLOCK)
+                    put(out, mark, mark_length);
+                if (kind & KIND_PRE)
+                    pre++;
+                child = node_first_child(node);
+                if (child == NULL)
+                    leave(out, node, mark, mark_length, &pre);
+            }
+        }
+        if (child != NULL) {
+            depth++;
+            node = child;
+            continue;
+        }
+        /* no way down: the next sibling, else up, leaving each element on the way */
+        while (node != root && node_next(node) == NULL) {
+            node = node_parent(node);
+            if (node == NULL || node == root)
+                return 0;
+            depth--;
+            leave(out, node, mark, mark_length, &pre);
+        }
+        node = node == root ? NULL : node_next(node);
+    }
+    return 0;
+}
+
+/* How deep the tree being built reaches along its last children: where the parser inserts. */
+static size_t open_depth(lxb_document *document, size_t max_depth)
+{
+    size_t depth = 0;
+    lxb_node *node = node_last_child((lxb_node *)document);
+    while (node != NULL && depth <= max_depth) {
+        if (node_type(node) == TYPE_ELEMENT)
+            depth++;
+        node = node_last_child(node);
+    }
+    return depth;
+}
+
+enum { PARSED = 0, FAILED = 1, TOO_DEEP = 2 };
+#define CHUNK 16384
+
+static int parse(lxb_document *document, const unsigned char *data, size_t length,
+                 size_t max_depth)
+{
+    if (parse_chunk_begin(document) != 0)
+        return FAILED;
+    int result = PARSED;
+    for (size_t at = 0; at < length && result == PARSED; at += CHUNK) {
+        size_t size = length - at < CHUNK ? length - at : CHUNK;
+        if (parse_chunk(document, data + at, size) != 0)
+            result = FAILED;
+        else if (open_depth(document, max_depth) > max_depth)
+            result = TOO_DEEP;
+    }
+    if (parse_chunk_end(document) != 0 && result == PARSED)
+        result = FAILED;
+    return result;
+}
+
+static int fill_set(name_set *set, PyObject *names)
+{
+    PyObject *sequence = PySequence_Fast(names, "tag names must be a sequence of str");
+    if (sequence == NULL)
+        return -1;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence);
+    if (count > NAMES_MAX) {
+        Py_DECREF(sequence);
+        PyErr_SetString(PyExc_ValueError, "too many tag names");
+        return -1;
+    }
+    for (int i = 0; i < set->count; i++)
+        free(set->names[i]);
+    set->count = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const char *name = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(sequence, i));
+        char *copy = name == NULL ? NULL : strdup(name);
+        if (copy == NULL) {
+            Py_DECREF(sequence);
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            return -1;
+        }
+        set->names[set->count++] = copy;
+    }
+    Py_DECREF(sequence);
+    return 0;
+}
+
+static PyObject *bind(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *functions, *block, *removed, *pre;
+    if (!PyArg_ParseTuple(args, "O!OOO", &PyTuple_Type, &functions, &block, &removed, &pre))
+        return NULL;
+    if (PyTuple_GET_SIZE(functions) != FUNCTIONS) {
+        PyErr_Format(PyExc_ValueError, "bind() takes %d function addresses", FUNCTIONS);
+        return NULL;
+    }
+    void *address[FUNCTIONS];
+    for (int i = 0; i < FUNCTIONS; i++) {
+        address[i] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(functions, i));
+        if (address[i] == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "a function address is NULL");
+            return NULL;
+        }
+    }
+    if (fill_set(&block_names, block) || fill_set(&removed_names, removed)
+        || fill_set(&pre_names, pre))
+        return NULL;
+    memset(kind_cache, 0, sizeof kind_cache);
+    document_create = address[0];
+    parse_chunk_begin = address[1];
+    parse_chunk = address[2];
+    parse_chunk_end = address[3];
+    document_destroy = address[4];
+    node_first_child = address[5];
+    node_last_child = address[6];
+    node_next = address[7];
+    node_parent = address[8];
+    node_type = address[9];
+    node_tag_id = address[10];
+    element_local_name = address[11];
+    node_text_content = address[12];
+    document_destroy_text = address[13];
+    bound = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *marked_text(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer data;
+    int lines;
+    Py_ssize_t max_depth;
+    if (!PyArg_ParseTuple(args, "y*pn", &data, &lines, &max_depth))
+        return NULL;
+    if (!bound) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_RuntimeError, "bind() has not been called");
+        return NULL;
+    }
+    buffer out = {NULL, 0, 0, 0};
+    int status = FAILED;
+    size_t limit = max_depth < 0 ? 0 : (size_t)max_depth;
+    Py_BEGIN_ALLOW_THREADS
+    lxb_document *document = document_create();
+    if (document != NULL) {
+        status = parse(document, data.buf, (size_t)data.len, limit);
+        if (status == PARSED && walk(document, &out, lines, limit) != 0)
+            status = TOO_DEEP;
+        document_destroy(document);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyObject *result = NULL;
+    if (status == FAILED)
+        PyErr_SetString(PyExc_MemoryError, "lexbor could not parse the document");
+    else if (status == TOO_DEEP)
+        result = Py_NewRef(Py_None);
+    else if (out.failed)
+        PyErr_NoMemory();
+    else
+        result = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.length);
+    free(out.data);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"bind", bind, METH_VARARGS,
+     "bind(functions, block, removed, pre): lexbor's function addresses and the tag name sets"},
+    {"marked_text", marked_text, METH_VARARGS,
+     "marked_text(data, lines, max_depth) -> bytes | None: the marked text of one UTF-8 HTML "
+     "document, None if it nests deeper than max_depth"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "dedup._lexbor_text",
+    "The fast engine's tree walk in C, over lexbor (see dedup.html_text).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__lexbor_text(void)
+{
+    return PyModule_Create(&module);
+}

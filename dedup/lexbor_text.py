@@ -1,0 +1,139 @@
+"""The fast engine of :mod:`dedup.html_text`: lexbor's HTML5 tree, walked without Python per node.
+
+selectolax parses with lexbor, a C HTML5 parser several times faster than libxml2 and faithful to
+the WHATWG parsing algorithm, which html5ever (the reference engine's parser) implements too.
+But selectolax's own API costs a Python object per node, and the marked text needs a look at
+every element. So the walk is done in C (``dedup/_lexbor_text.c``, built at install): it calls
+lexbor through the functions selectolax's extension exports, whose addresses :class:`LexborText`
+finds with ctypes. Where that module was not built (no C compiler at install) or cannot bind,
+the same walk runs in Python over selectolax's nodes: the same text, slower.
+
+Building an HTML5 tree takes time quadratic in its depth, so both walks take a ``max_depth``
+and give None for a document whose elements nest deeper; the C one also stops parsing as soon as
+the tree under construction is that deep (see ``_lexbor_text.c``).
+
+>>> walk = LexborText(block={"p", "li"}, removed={"script"}, pre={"pre"})
+>>> walk(b"<li>Home<li>Ab<b>ou</b>t<script>x</script>", lines=False)
+b'\\nHome\\n\\nAbout\\n'
+>>> walk(b"<div>" * 20, lines=False, max_depth=10) is None
+True
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterable
+
+import selectolax.lexbor
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+__all__ = ["LexborText", "MARK"]
+
+#: the mark at a block boundary in ``lines`` mode: :data:`dedup.html_text.BREAK` in UTF-8
+MARK = "\ufdd0".encode("utf-8")
+_WORD_MARK = b"\n"  # without lines: a plain newline separates words as well, and stays ASCII
+
+# the lexbor functions the C walk calls, in the order its bind() takes their addresses
+_FUNCTIONS = (
+    "lxb_html_document_create",
+    "lxb_html_document_parse_chunk_begin",
+    "lxb_html_document_parse_chunk",
+    "lxb_html_document_parse_chunk_end",
+    "lxb_html_document_destroy",
+    "lxb_dom_node_first_child_noi",
+    "lxb_dom_node_last_child_noi",
+    "lxb_dom_node_next_noi",
+    "lxb_dom_node_parent_noi",
+    "lxb_dom_node_type_noi",
+    "lxb_dom_node_tag_id_noi",
+    "lxb_dom_element_local_name",
+    "lxb_dom_node_text_content",
+    "lxb_dom_document_destroy_text_noi",
+)
+
+
+def _bind_c(block: Iterable[str], removed: Iterable[str], pre: Iterable[str]) -> object | None:
+    """The C walk bound to selectolax's lexbor, or None when it is not there to bind."""
+    try:
+        from dedup import _lexbor_text  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    try:
+        library = ctypes.CDLL(selectolax.lexbor.__file__)
+        addresses = tuple(
+            ctypes.cast(getattr(library, name), ctypes.c_void_p).value for name in _FUNCTIONS
+        )
+    except (OSError, AttributeError):  # not a shared object we can open, or a function gone
+        return None
+    _lexbor_text.bind(addresses, sorted(block), sorted(removed), sorted(pre))
+    return _lexbor_text
+
+
+class LexborText:
+    """``walk(data, lines)``: the marked text of one UTF-8 HTML document, as UTF-8 bytes.
+
+    Blocks are marked with :data:`MARK` (``lines=True``, and newlines inside ``pre`` become
+    marks too) or with ``"\\n"`` (``lines=False``: for words only); removed elements,
+    comments, doctypes and processing instructions leave nothing. :attr:`implementation` says
+    which walk runs: ``"C"`` or ``"Python"``.
+    """
+
+    def __init__(
+        self,
+        block: Iterable[str],
+        removed: Iterable[str],
+        pre: Iterable[str],
+        use_c: bool = True,
+    ) -> None:
+        self.block, self.removed, self.pre = frozenset(block), frozenset(removed), frozenset(pre)
+        self._c = _bind_c(self.block, self.removed, self.pre) if use_c else None
+        self.implementation = "Python" if self._c is None else "C"
+
+    def __call__(self, data: bytes, lines: bool, max_depth: int = 4096) -> bytes | None:
+        """The marked text, or None when an element is more than ``max_depth`` levels deep
+        (``<html>`` is level 1)."""
+        if self._c is not None:
+            text: bytes | None = self._c.marked_text(data, lines, max_depth)  # type: ignore[attr-defined]
+            return text
+        return self._walk(LexborHTMLParser(data), lines, max_depth)
+
+    def _walk(self, tree: LexborHTMLParser, lines: bool, max_depth: int) -> bytes | None:
+        """The C walk's twin, in Python: the same order, the same marks."""
+        mark = MARK if lines else _WORD_MARK
+        parts: list[bytes] = []
+        pre = 0
+        # (node, depth, leaving): a document's text lives under its <html> element, which HTML5
+        # always makes; an explicit stack, so any depth is fine
+        todo: list[tuple[LexborNode, int, bool]] = [] if tree.root is None else [(tree.root, 1, False)]
+        while todo:
+            node, depth, leaving = todo.pop()
+            if node.is_text_node:
+                text = (node.text_content or "").encode("utf-8", "surrogatepass")
+                in_pre = lines and pre > 0
+                parts.append(text.replace(b"\r", b"\n").replace(b"\n", mark) if in_pre else text)
+                continue
+            if not node.is_element_node:
+                continue  # comments, doctypes
+            if depth > max_depth:
+                return None
+            tag = node.tag or ""
+            if tag in self.removed:
+                continue
+            if leaving:
+                if tag in self.block:
+                    parts.append(mark)
+                if tag in self.pre:
+                    pre -= 1
+                continue
+            if tag in self.block:
+                parts.append(mark)
+            if tag in self.pre:
+                pre += 1
+            todo.append((node, depth, True))
+            children = []
+            child = node.child
+            while child is not None:
+                children.append(child)
+                child = child.next
+            todo.extend((child, depth + 1, False) for child in reversed(children))
+        return b"".join(parts)

@@ -36,6 +36,7 @@ _WORD_MARK = b"\n"  # without lines: a plain newline separates words as well, an
 # the lexbor functions the C walk calls, in the order its bind() takes their addresses
 _FUNCTIONS = (
     "lxb_html_document_create",
+    "lxb_html_document_clean",
     "lxb_html_document_parse_chunk_begin",
     "lxb_html_document_parse_chunk",
     "lxb_html_document_parse_chunk_end",

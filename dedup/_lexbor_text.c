@@ -2,8 +2,8 @@
  *
  * dedup/html_text.py defines what the text is (the reference engine walks a BeautifulSoup tree
  * the same way); this module only does that walk without a Python object per node. lexbor is
- * not linked here: selectolax carries it and exports its functions, and html_text.py looks their
- * addresses up with ctypes and hands them to bind(). So this file needs no lexbor headers, only
+ * not linked here: selectolax carries it and exports its functions, and dedup/lexbor_text.py looks
+ * their addresses up with ctypes and hands them to bind(). So this file needs no lexbor headers, only
  * the handful of prototypes below, all of them lexbor's stable "_noi" (no-inline) entry points or
  * plain functions, and it treats every lexbor object as opaque.
  *
@@ -15,11 +15,13 @@
  * (every start tag looks up the stack of open elements): a 1 MB page of nested <div>s would take
  * seconds. So the document is parsed in chunks, and parsing stops as soon as the tree grows too
  * deep; the walk checks the finished tree once more, so that the rule is exactly "no element
- * deeper than max_depth", as the reference engine checks it.
+ * deeper than max_depth", as the reference engine checks it. (The check during parsing follows
+ * last children, where the parser inserts; what it cannot see is the content of a <template>,
+ * which lexbor keeps apart from the tree and the walk skips anyway.)
  *
  * The GIL is released while a document is parsed and walked. Each thread keeps one lexbor
- * document and parses into it again and again: making a document and its parser costs about
- * 50 microseconds, a tenth of the whole work for a typical page.
+ * document and parses into it again and again: making a document and its parser anew costs
+ * about 50 microseconds, as much as parsing a few kilobytes.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -64,8 +66,9 @@ typedef struct {
 static name_set block_names, removed_names, pre_names;
 static int bound = 0;
 
-/* lexbor numbers the tags it knows from 1 up (a few hundred); custom elements get ids outside
- * that range. Kinds of the small ids are cached here once their name has been read. */
+/* lexbor numbers the tags it knows from 1 up (a few hundred); a custom element's id is an address,
+ * far outside that range. Kinds of the small ids are cached here once their name has been read;
+ * every name in the three sets is a tag lexbor knows, so a custom element is always inline. */
 #define CACHED_IDS 1024
 static unsigned char kind_cache[CACHED_IDS];
 
@@ -175,7 +178,7 @@ static int walk(lxb_document *document, buffer *out, int lines, size_t max_depth
     const char *mark = lines ? BREAK : "\n";
     size_t mark_length = lines ? 3 : 1;
     int pre = 0; /* open pre-formatted elements; only lines mode turns their newlines into marks */
-    size_t depth = 0; /* elements from the root down to the node, the node included */
+    size_t depth = 0; /* the elements that hold the node */
     lxb_node *root = (lxb_node *)document; /* a document begins with its node */
     lxb_node *node = node_first_child(root);
     while (node != NULL) {

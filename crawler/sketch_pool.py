@@ -37,8 +37,8 @@ from typing import Any
 from crawler.inputs import SourceDocument
 from crawler.processes import die_with_parent
 from dedup.canonical import html_joined_tokens, text_joined_tokens
-from dedup.html_text import DocumentTooDeep
 from dedup.document import Sketcher
+from dedup.html_text import DocumentTooDeep
 from dedup.params import SketchParams
 from dedup.sketches import Sketch
 

@@ -54,9 +54,9 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.texts import stored_text
 from dedup.canonical import html_joined_tokens, text_joined_tokens
-from dedup.html_text import DocumentTooDeep
 from dedup.cluster import GreedyClusterer
 from dedup.document import Sketcher
+from dedup.html_text import DocumentTooDeep
 from dedup.units import JoinedTokens
 from storage.records import DocumentRecord
 from storage.store import Store

@@ -31,14 +31,16 @@ build the tree a browser builds, broken markup included: a ``<td>`` outside any 
 text misplaced in a table moves before it, a stray ``</p>`` is an empty paragraph, a ``<select>``
 may hold any content (the 2025 rules). The corpus test (``tests/dedup/test_canonical_corpus.py``)
 checks that the engines give the same tokens on ~1,700 real pages, and the tag-soup property tests
-that they give the same marked text.
+that they give the same marked text. One difference is known: html5ever still treats ``<isindex>``
+(dropped from the standard in 2016) as an element an end tag's search stops at, so text around
+an end tag that follows an ``<isindex>`` can be joined differently.
 
 A document whose elements nest more than :data:`MAX_DEPTH` deep raises :class:`DocumentTooDeep`
 in both engines: a tree's cost grows with the square of its depth.
 
-Bytes are decoded once, here, by :func:`decode_html`, and both engines parse the same ``str`` given
-to libxml2 as UTF-8 with the encoding stated, so a ``<meta charset>`` or an XML declaration cannot
-make the engines read the bytes differently. A document whose bytes already are that UTF-8 (the
+Bytes are decoded once, here, by :func:`decode_html`, and both engines parse the same UTF-8 bytes
+(BeautifulSoup told so), so a ``<meta charset>`` or an XML declaration cannot make the engines
+read the bytes differently. A document whose bytes already are that UTF-8 (the
 usual case) is parsed from them as they are: :func:`extract_document` skips a decode and an
 encode that would only give them back.
 """
@@ -50,22 +52,21 @@ import re
 import warnings
 from typing import Any, NamedTuple
 
+import soup5ever  # noqa: F401  (registers BeautifulSoup's "html5ever" tree builder)
 from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, XMLParsedAsHTMLWarning
 from bs4.element import NavigableString, PreformattedString, Tag
-
-import soup5ever  # noqa: F401  (registers BeautifulSoup's "html5ever" tree builder)
 
 from dedup.lexbor_text import LexborText
 
 __all__ = [
     "BLOCK_TAGS",
     "BREAK",
-    "DocumentTooDeep",
     "ENGINES",
     "FAST_IMPLEMENTATION",
     "MAX_DEPTH",
     "PRE_TAGS",
     "REMOVED_TAGS",
+    "DocumentTooDeep",
     "decode_html",
     "extract",
     "extract_document",
@@ -231,7 +232,7 @@ def _prepare(html: str) -> bytes:
     """The one input both engines parse: UTF-8, no BOM, no lone surrogates, no raw BREAK."""
     try:
         data = html.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates: libxml2 takes only valid UTF-8
+    except UnicodeEncodeError:  # lone surrogates: the parsers take only valid UTF-8
         data = html.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
     return _clean_utf8(data)
 

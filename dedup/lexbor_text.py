@@ -27,7 +27,7 @@ from collections.abc import Iterable
 import selectolax.lexbor
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-__all__ = ["LexborText", "MARK"]
+__all__ = ["MARK", "LexborText"]
 
 #: the mark at a block boundary in ``lines`` mode: :data:`dedup.html_text.BREAK` in UTF-8
 MARK = "\ufdd0".encode("utf-8")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import re
 import unicodedata
 
 import pytest
@@ -22,11 +21,13 @@ from dedup.canonical import (
     CANONICALISER_VERSION,
     decode_html,
     html_joined_tokens,
-    html_text as visible_text,
     html_tokens,
     looks_like_html,
     text_joined_tokens,
     text_tokens,
+)
+from dedup.canonical import (
+    html_text as visible_text,
 )
 from dedup.lexbor_text import LexborText
 from dedup.units import JoinedTokens
@@ -448,14 +449,23 @@ def test_markup_is_ignored_in_bytes_too(words: list[str], data: st.DataObject) -
     assert html_tokens(html.encode("utf-8")) == html_tokens(html) == text_tokens(" ".join(words))
 
 
+def test_isindex_is_the_known_difference() -> None:
+    # <isindex> left the standard in 2016, and with it the "special" elements that stop the
+    # search for an end tag's element; html5ever still stops at it, lexbor does not (so it is
+    # left out of the tag soup below). Only text around such a stray end tag can differ.
+    html = "<optgroup>x<isindex></optgroup>0"
+    assert html_tokens(html, engine="fast") == ["x", "0"]  # </optgroup> closes it, as today
+    assert html_tokens(html, engine="reference") == ["x0"]
+
+
 # tag soup: any mix of tags, text, references, comments and declarations, balanced or not
 soup_tags = st.sampled_from(
     sorted(html_text.BLOCK_TAGS | html_text.REMOVED_TAGS)
     + INLINE
     + ["html", "head", "body", "table", "tr", "noscript", "iframe", "svg", "math", "select",
        "option", "ruby", "rt", "wbr", "img", "input", "xmp", "plaintext", "listing", "nobr",
-       "frameset", "object", "caption", "colgroup", "form", "image", "isindex", "keygen",
-       "search", "selectedcontent", "button", "datalist"]
+       "frameset", "object", "caption", "colgroup", "form", "image", "keygen", "search",
+       "selectedcontent", "button", "datalist"]
 )  # fmt: skip
 soup_text = st.one_of(
     tricky_text,
@@ -475,23 +485,11 @@ soup_piece = st.one_of(
 tag_soup = st.lists(soup_piece, max_size=30).map("".join)
 
 
-_WHITESPACE = re.compile(r"[ \t\n\r\f]+")
-
-
-def _squeeze(marked: str) -> str:
-    """Marked text with every run of whitespace and breaks as one newline or one space, and
-    none at either end."""
-    marked = marked.replace(html_text.BREAK, "\n")
-    return _WHITESPACE.sub(lambda run: "\n" if "\n" in run.group() else " ", marked).strip()
-
-
 def _compare_engines(html: str | bytes) -> None:
     if isinstance(html, str):
-        # the marked texts differ at most in whitespace: BeautifulSoup makes every string of
-        # whitespace only one "\n" or " " (outside pre and textarea), libxml2 keeps it whole;
-        # and whitespace before the first element has no place in libxml2's tree
+        # the same tree, so the very same marked text, whitespace and all
         fast, reference = (html_text.extract(html, engine) for engine in ENGINES)
-        assert _squeeze(fast) == _squeeze(reference)
+        assert fast == reference
     for unit in UNITS:
         fast = html_tokens(html, unit, "fast")
         reference = html_tokens(html, unit, "reference")

@@ -25,6 +25,11 @@ from typing import NoReturn, Union
 import numpy as np
 import numpy.typing as npt
 
+try:
+    from dedup import _units as _c_units  # type: ignore[attr-defined]
+except ImportError:  # installed without a C compiler: the numpy way below
+    _c_units = None
+
 __all__ = ["UNIT_BYTES", "JoinedTokens", "to_units", "units_to_bytes"]
 
 #: width of one unit in bytes: a 64-bit word
@@ -78,7 +83,33 @@ Tokens = Union[Sequence[str], JoinedTokens]
 def to_units(tokens: Tokens) -> npt.NDArray[np.uint64]:
     """The units of ``tokens``, in order: ``ceil(len(token.encode()) / 8)`` units per token.
 
-    Vectorised, with no per-token Python loop: the tokens are joined with NUL (and a NUL before
+    In one C pass over the joined bytes (``dedup/_units.c``) where that module was built, else
+    by :func:`_to_units_numpy`; the two give the same units (a property test checks it).
+
+    >>> to_units(["ab", ""])
+    Traceback (most recent call last):
+    ...
+    ValueError: token 1 is empty; tokens must be non-empty
+    """
+    if _c_units is None:
+        return _to_units_numpy(tokens)
+    if isinstance(tokens, str):
+        raise TypeError("to_units takes a sequence of tokens, not a single str")
+    n = len(tokens)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    if isinstance(tokens, JoinedTokens):
+        data = tokens.data
+    else:
+        data = "\x00".join(tokens).encode("utf-8")
+    made = _c_units.units(data)
+    if made is None or made[1] != n:
+        _raise_bad_token(tokens)  # an empty token, or one holding NUL
+    return np.frombuffer(made[0], dtype=np.uint64)
+
+
+def _to_units_numpy(tokens: Tokens) -> npt.NDArray[np.uint64]:
+    """:func:`to_units` with numpy, vectorised, with no per-token Python loop: the tokens are joined with NUL (and a NUL before
     the first) and encoded once, the NULs give each token's byte range, and every unit is one
     unaligned 8-byte read at its first byte. Read least significant byte first, the token's
     bytes are the low end of the word and the first NUL after them marks where the padding
@@ -86,7 +117,7 @@ def to_units(tokens: Tokens) -> npt.NDArray[np.uint64]:
     (A per-token loop in Python would cost more than all of this together.)
     :class:`JoinedTokens` are already joined and encoded.
 
-    >>> to_units(["ab", ""])
+    >>> _to_units_numpy(["ab", ""])
     Traceback (most recent call last):
     ...
     ValueError: token 1 is empty; tokens must be non-empty

@@ -1,13 +1,21 @@
-"""Fixed-width units (§4.3): the vectorised cutter against a plain per-token reference."""
+"""Fixed-width units (§4.3): both cutters (C, and numpy where C is not built) against a plain
+per-token reference."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dedup import units as units_module
 from dedup.units import UNIT_BYTES, JoinedTokens, to_units, units_to_bytes
+
+#: the public cutter (C where built) and the numpy one it falls back to
+CUTTERS = pytest.mark.parametrize("cut", [to_units, units_module._to_units_numpy],
+                                  ids=["to_units", "numpy"])  # fmt: skip
 
 
 def slow_units(tokens: list[str]) -> list[int]:
@@ -40,34 +48,40 @@ tokens_strategy = st.lists(
 )
 
 
+@CUTTERS
 @settings(max_examples=300)
 @given(tokens_strategy)
-def test_matches_reference(tokens: list[str]) -> None:
-    units = to_units(tokens)
+def test_matches_reference(cut, tokens: list[str]) -> None:
+    units = cut(tokens)
     assert units.dtype == np.uint64
     assert units.tolist() == slow_units(tokens)
     assert units_to_bytes(units) == padded(tokens)
 
 
+@CUTTERS
 @settings(max_examples=200)
 @given(tokens_strategy)
-def test_joined_tokens_give_the_same_units(tokens: list[str]) -> None:
+def test_joined_tokens_give_the_same_units(cut, tokens: list[str]) -> None:
     joined = JoinedTokens.of(tokens)
     assert len(joined) == len(tokens)
     assert joined.tokens() == tokens
-    assert to_units(joined).tolist() == slow_units(tokens)
+    assert cut(joined).tolist() == slow_units(tokens)
 
 
-def test_joined_tokens_that_miscount_or_hold_an_empty_token_are_refused() -> None:
+@CUTTERS
+def test_joined_tokens_that_miscount_or_hold_an_empty_token_are_refused(cut) -> None:
     with pytest.raises(ValueError, match="token 1 is empty"):
-        to_units(JoinedTokens(b"ab\x00", 2))
+        cut(JoinedTokens(b"ab\x00", 2))
+    with pytest.raises(ValueError, match="token 0 is empty"):
+        cut(JoinedTokens(b"\x00ab", 2))
     with pytest.raises(ValueError, match="are 2, not the 3 counted"):
-        to_units(JoinedTokens(b"ab\x00cd", 3))
+        cut(JoinedTokens(b"ab\x00cd", 3))
 
 
+@CUTTERS
 @given(st.lists(st.sampled_from(["é", "日本", "😀", "a", "ab", "abcdefg", "€uro"]), max_size=50))
-def test_multibyte_characters_split_across_units(tokens: list[str]) -> None:
-    assert to_units(tokens).tolist() == slow_units(tokens)
+def test_multibyte_characters_split_across_units(cut, tokens: list[str]) -> None:
+    assert cut(tokens).tolist() == slow_units(tokens)
 
 
 @pytest.mark.parametrize(
@@ -116,9 +130,10 @@ def test_empty_stream() -> None:
         (["", "\x00"], "token 0 is empty"),
     ],
 )
-def test_rejects_bad_tokens(tokens: list[str], message: str) -> None:
+@CUTTERS
+def test_rejects_bad_tokens(cut, tokens: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        to_units(tokens)
+        cut(tokens)
 
 
 def test_rejects_a_bare_string() -> None:
@@ -130,11 +145,15 @@ def test_accepts_any_sequence() -> None:
     assert to_units(("a", "rose")).tolist() == to_units(["a", "rose"]).tolist()
 
 
-def test_long_stream_with_mixed_lengths() -> None:
+@CUTTERS
+def test_long_stream_with_mixed_lengths(cut) -> None:
     rng = np.random.default_rng(5)
     alphabet = list("abcdefghijklmnopqrstuvwxyzé日😀")
     tokens = ["".join(rng.choice(alphabet, size=int(k))) for k in rng.integers(1, 25, size=5000)]
-    assert to_units(tokens).tolist() == slow_units(tokens)
+    assert cut(tokens).tolist() == slow_units(tokens)
+    units = cut(tokens)
+    units[0] = 0  # a fresh array the caller may write to
+    assert units.flags.writeable
 
 
 def test_units_to_bytes_accepts_lists_and_strided_arrays() -> None:
@@ -152,9 +171,16 @@ def test_streams_longer_than_the_shared_offsets() -> None:
     assert to_units(short).tolist() == slow_units(short)
 
 
+@CUTTERS
 @pytest.mark.parametrize("size", [1, 7, 8, 9, 15, 16, 17, 64, 65])
-def test_padding_is_cleared_whatever_follows(size: int) -> None:
+def test_padding_is_cleared_whatever_follows(cut, size: int) -> None:
     # the bytes after a token in the joined text belong to the next token: none may leak
     for neighbour in ("\x7f" * 9, "\xff" * 9, "é" * 9, "\U0001f600" * 3):
         tokens = ["a" * size, neighbour, "b" * size]
-        assert to_units(tokens).tolist() == slow_units(tokens), neighbour
+        assert cut(tokens).tolist() == slow_units(tokens), neighbour
+
+
+def test_the_c_cutter_is_built() -> None:
+    # CI installs with a compiler: a failed build must not pass unnoticed as the numpy cutter
+    if os.environ.get("CI"):
+        assert units_module._c_units is not None

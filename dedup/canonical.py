@@ -73,6 +73,11 @@ from dedup.html_text import (
 )
 from dedup.units import JoinedTokens
 
+try:
+    from dedup import _tokens as _c_tokens  # type: ignore[attr-defined]
+except ImportError:  # installed without a C compiler: the numpy way
+    _c_tokens = None
+
 __all__ = [
     "CANONICALISER_VERSION",
     "ENGINES",
@@ -244,14 +249,23 @@ def _joined_words(data: bytes) -> JoinedTokens:
     """``JoinedTokens.of(_words(data))``, made without the list unless a word starts with a mark.
 
     The fold is letters, digits and marks separated by spaces, so its UTF-8 is the words
-    separated by runs of the space byte (no other character's UTF-8 holds that byte): keep every
-    other byte and the first space after each word, and make those spaces NULs.
+    separated by runs of the space byte (no other character's UTF-8 holds that byte): each run
+    becomes one NUL, in C (``dedup/_tokens.c``) or by :func:`_join_numpy`.
     """
     folded, marks = _fold(data)
-    if marks:
-        return JoinedTokens.of(_unmark(folded.split(), marks))
+    if marks:  # what _unmark does, on the whole text: marks that start a word go
+        folded = re.sub(f"(?:^|(?<= ))[{re.escape(marks)}]+", "", folded)
     if isinstance(folded, str):
         folded = folded.encode("utf-8", "surrogatepass")
+    if _c_tokens is None:
+        return _join_numpy(folded)
+    joined, count = _c_tokens.join_words(folded)
+    return JoinedTokens(joined, count)
+
+
+def _join_numpy(folded: bytes) -> JoinedTokens:
+    """The words of ``folded`` (separated by runs of spaces) joined by NUL: keep every other
+    byte and the first space after each word, and make those spaces NULs."""
     chars = np.frombuffer(folded, dtype=np.uint8)
     in_word = chars != _SPACE
     keep = in_word.copy()

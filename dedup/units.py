@@ -26,9 +26,9 @@ import numpy as np
 import numpy.typing as npt
 
 try:
-    from dedup import _units as _c_units  # type: ignore[attr-defined]
+    from dedup import _tokens as _c_tokens  # type: ignore[attr-defined]
 except ImportError:  # installed without a C compiler: the numpy way below
-    _c_units = None
+    _c_tokens = None
 
 __all__ = ["UNIT_BYTES", "JoinedTokens", "to_units", "units_to_bytes"]
 
@@ -83,7 +83,7 @@ Tokens = Union[Sequence[str], JoinedTokens]
 def to_units(tokens: Tokens) -> npt.NDArray[np.uint64]:
     """The units of ``tokens``, in order: ``ceil(len(token.encode()) / 8)`` units per token.
 
-    In one C pass over the joined bytes (``dedup/_units.c``) where that module was built, else
+    In one C pass over the joined bytes (``dedup/_tokens.c``) where that module was built, else
     by :func:`_to_units_numpy`; the two give the same units (a property test checks it).
 
     >>> to_units(["ab", ""])
@@ -91,7 +91,7 @@ def to_units(tokens: Tokens) -> npt.NDArray[np.uint64]:
     ...
     ValueError: token 1 is empty; tokens must be non-empty
     """
-    if _c_units is None:
+    if _c_tokens is None:
         return _to_units_numpy(tokens)
     if isinstance(tokens, str):
         raise TypeError("to_units takes a sequence of tokens, not a single str")
@@ -102,7 +102,7 @@ def to_units(tokens: Tokens) -> npt.NDArray[np.uint64]:
         data = tokens.data
     else:
         data = "\x00".join(tokens).encode("utf-8")
-    made = _c_units.units(data)
+    made = _c_tokens.units(data)
     if made is None or made[1] != n:
         _raise_bad_token(tokens)  # an empty token, or one holding NUL
     return np.frombuffer(made[0], dtype=np.uint64)

@@ -184,6 +184,20 @@ def test_joined_words_are_the_words_joined(text: str) -> None:
         assert joined.tokens() == html_tokens(html, engine=engine)
 
 
+@given(st.text(alphabet="ab é日 ", max_size=60))
+@example("")
+@example("   ")
+@example(" a  b ")
+def test_the_word_joiners_agree(folded: str) -> None:
+    # the C joiner where built, and its numpy twin: words separated by runs of spaces -> NULs
+    data = folded.encode("utf-8")
+    expected = JoinedTokens.of([word for word in folded.split(" ") if word])
+    assert canonical._join_numpy(data) == expected
+    if canonical._c_tokens is not None:
+        joined, count = canonical._c_tokens.join_words(data)
+        assert JoinedTokens(joined, count) == expected
+
+
 @given(any_text)
 def test_tokens_are_clean(text: str) -> None:
     for token in text_tokens(text):

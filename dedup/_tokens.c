@@ -1,11 +1,14 @@
-/* Tokens to 8-byte units (Broder §4.3) in one pass over their joined bytes.
+/* Two byte loops of the token stream's way to a sketch, each one pass over a page's bytes.
  *
- * dedup/units.py defines the units and computes them with numpy too (its fallback, and the
- * oracle the tests compare this with); numpy needs two dozen array operations per document,
- * which for a page of a few thousand words cost about as much as the fingerprints of all its
- * shingles, and this loop a third of that.
+ * Each has a numpy twin in Python that defines it, runs where this module was not built, and
+ * is the oracle the tests compare this one with; numpy needs a dozen or two array operations
+ * per page for either, which for a page of a few thousand words costs about as much as the
+ * fingerprints of all its shingles, and these loops a fraction of that.
  *
- *   units(data: bytes) -> tuple[bytearray, int] | None
+ *   join_words(folded: bytes) -> tuple[bytes, int]                     (dedup.canonical)
+ *       folded: words separated by runs of spaces (UTF-8, no NUL); returns the words joined
+ *       by single NULs and how many there are.
+ *   units(data: bytes) -> tuple[bytearray, int] | None                 (dedup.units, §4.3)
  *       data: the tokens in UTF-8, joined by NUL; returns the units (native uint64, each read
  *       big-endian from its 8 bytes, the last of a token padded with NULs) and the number of
  *       tokens, or None when a token is empty.
@@ -17,6 +20,38 @@
 #include <string.h>
 
 enum { UNIT = 8 };
+
+static PyObject *join_words(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const char *data = view.buf;
+    size_t size = (size_t)view.len;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    char *joined = PyBytes_AS_STRING(out), *at = joined;
+    size_t words = 0;
+    int in_word = 0;
+    for (size_t i = 0; i < size; i++) {
+        char byte = data[i];
+        if (byte == ' ') {
+            in_word = 0;
+        } else {
+            if (!in_word && words++)
+                *at++ = '\0'; /* one NUL between two words */
+            in_word = 1;
+            *at++ = byte;
+        }
+    }
+    PyBuffer_Release(&view);
+    if (_PyBytes_Resize(&out, at - joined) < 0)
+        return NULL;
+    return Py_BuildValue("(Nn)", out, (Py_ssize_t)words);
+}
 
 static PyObject *units(PyObject *Py_UNUSED(module), PyObject *arg)
 {
@@ -73,17 +108,19 @@ static PyObject *units(PyObject *Py_UNUSED(module), PyObject *arg)
 }
 
 static PyMethodDef methods[] = {
+    {"join_words", join_words, METH_O,
+     "join_words(folded) -> (bytes, words): the space-separated words joined by NUL"},
     {"units", units, METH_O,
      "units(data) -> (bytearray, tokens) | None: the 8-byte units of NUL-joined tokens"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "dedup._units",
-    "Tokens to 8-byte units in C (see dedup.units).", -1, methods, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "dedup._tokens",
+    "Byte loops of the token stream in C (see dedup.canonical and dedup.units).", -1, methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__units(void)
+PyMODINIT_FUNC PyInit__tokens(void)
 {
     return PyModule_Create(&module);
 }

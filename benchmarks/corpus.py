@@ -108,8 +108,8 @@ def _speed(pages: list[Path], repeat: int) -> None:
 
     CPU time of this process (time spent waiting for the core does not count), best of
     ``repeat`` runs over the whole corpus; pages are decoded to ``str`` beforehand. The first
-    line is a ceiling, for context since a shared machine's speed varies: bare lxml (parse, drop
-    scripts and styles, serialise the text), with no block boundaries and no tokens.
+    line is for scale, since a shared machine's speed varies: bare lxml (parse, drop scripts and
+    styles, serialise the text), with no block boundaries and no tokens.
     """
     from lxml import etree
 

@@ -93,9 +93,7 @@ def to_units(tokens: Tokens) -> npt.NDArray[np.uint64]:
     """
     if _c_tokens is None:
         return _to_units_numpy(tokens)
-    if isinstance(tokens, str):
-        raise TypeError("to_units takes a sequence of tokens, not a single str")
-    n = len(tokens)
+    n = _count(tokens)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
     if isinstance(tokens, JoinedTokens):
@@ -108,12 +106,20 @@ def to_units(tokens: Tokens) -> npt.NDArray[np.uint64]:
     return np.frombuffer(made[0], dtype=np.uint64)
 
 
+def _count(tokens: Tokens) -> int:
+    """How many tokens; a bare ``str`` is refused (it would be read as one token a character)."""
+    if isinstance(tokens, str):
+        raise TypeError("to_units takes a sequence of tokens, not a single str")
+    return len(tokens)
+
+
 def _to_units_numpy(tokens: Tokens) -> npt.NDArray[np.uint64]:
-    """:func:`to_units` with numpy, vectorised, with no per-token Python loop: the tokens are joined with NUL (and a NUL before
-    the first) and encoded once, the NULs give each token's byte range, and every unit is one
-    unaligned 8-byte read at its first byte. Read least significant byte first, the token's
-    bytes are the low end of the word and the first NUL after them marks where the padding
-    starts, so a branch-free bit trick clears the rest; a byte swap gives the big-endian value.
+    """:func:`to_units` with numpy, vectorised, with no per-token Python loop: the tokens are
+    joined with NUL (and a NUL before the first) and encoded once, the NULs give each token's
+    byte range, and every unit is one unaligned 8-byte read at its first byte. Read least
+    significant byte first, the token's bytes are the low end of the word and the first NUL
+    after them marks where the padding starts, so a branch-free bit trick clears the rest; a
+    byte swap gives the big-endian value.
     (A per-token loop in Python would cost more than all of this together.)
     :class:`JoinedTokens` are already joined and encoded.
 
@@ -122,9 +128,7 @@ def _to_units_numpy(tokens: Tokens) -> npt.NDArray[np.uint64]:
     ...
     ValueError: token 1 is empty; tokens must be non-empty
     """
-    if isinstance(tokens, str):
-        raise TypeError("to_units takes a sequence of tokens, not a single str")
-    n = len(tokens)
+    n = _count(tokens)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
     if isinstance(tokens, JoinedTokens):

@@ -40,9 +40,9 @@ in both engines: a tree's cost grows with the square of its depth.
 
 Bytes are decoded once, here, by :func:`decode_html`, and both engines parse the same UTF-8 bytes
 (BeautifulSoup told so), so a ``<meta charset>`` or an XML declaration cannot make the engines
-read the bytes differently. A document whose bytes already are that UTF-8 (the
-usual case) is parsed from them as they are: :func:`extract_document` skips a decode and an
-encode that would only give them back.
+read the bytes differently. A document whose bytes already are that UTF-8 (the usual case) is
+parsed from them as they are: :func:`extract_document` skips a decode and an encode that would
+only give them back.
 """
 
 from __future__ import annotations

@@ -94,7 +94,9 @@ class LexborText:
         """The marked text, or None when an element is more than ``max_depth`` levels deep
         (``<html>`` is level 1)."""
         if self._c is not None:
-            text: bytes | None = self._c.marked_text(data, lines, max_depth)  # type: ignore[attr-defined]
+            text: bytes | None = self._c.marked_text(  # type: ignore[attr-defined]
+                data, lines, max_depth
+            )
             return text
         return self._walk(LexborHTMLParser(data), lines, max_depth)
 
@@ -105,7 +107,9 @@ class LexborText:
         pre = 0
         # (node, depth, leaving): a document's text lives under its <html> element, which HTML5
         # always makes; an explicit stack, so any depth is fine
-        todo: list[tuple[LexborNode, int, bool]] = [] if tree.root is None else [(tree.root, 1, False)]
+        todo: list[tuple[LexborNode, int, bool]] = []
+        if tree.root is not None:
+            todo.append((tree.root, 1, False))
         while todo:
             node, depth, leaving = todo.pop()
             if node.is_text_node:

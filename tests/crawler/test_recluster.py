@@ -395,6 +395,20 @@ def test_warc_input_is_canonicalised_as_the_crawler_does(tmp_path, capsys):
     assert report["summary"]["documents"] == len(pages)
 
 
+def test_a_page_nested_too_deep_is_skipped_with_its_reason(tmp_path, capsys):
+    # building its tree would take minutes (quadratic in depth): skipped, the rest clustered
+    path = tmp_path / "deep.warc.gz"
+    deep = "<div>" * 100_000 + "down here" + "</div>" * 100_000
+    with open(path, "wb") as fh:
+        writer = WARCWriter(fh, gzip=True)
+        _warc_record(writer, "http://site.test/deep", deep.encode(), "text/html")
+        _warc_record(writer, "http://site.test/fine", b"<p>shallow words here</p>", "text/html")
+    out = tmp_path / "clusters.jsonl"
+    report = run_cli(capsys, "--warc", str(path), "-o", str(out), "-j", "2")
+    assert report["skipped"] == {"too_deep": 1}
+    assert [line["id"] for line in read_lines(out)] == ["http://site.test/fine"]
+
+
 def test_warc_and_jsonl_of_the_same_canonical_text_cluster_alike(tmp_path, capsys):
     path, pages = warc_pages(tmp_path)
     corpus = tmp_path / "pages.jsonl"

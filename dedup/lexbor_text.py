@@ -10,7 +10,9 @@ the same walk runs in Python over selectolax's nodes: the same text, slower.
 
 Building an HTML5 tree takes time quadratic in its depth, so both walks take a ``max_depth``
 and give None for a document whose elements nest deeper; the C one also stops parsing as soon as
-the tree under construction is that deep (see ``_lexbor_text.c``).
+the tree under construction is that deep (see ``_lexbor_text.c``). The Python one cannot (its
+parser takes the document whole), so there a page of a million nested elements still costs its
+minutes: one more reason to install with a C compiler.
 
 >>> walk = LexborText(block={"p", "li"}, removed={"script"}, pre={"pre"})
 >>> walk(b"<li>Home<li>Ab<b>ou</b>t<script>x</script>", lines=False)

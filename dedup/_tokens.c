@@ -17,7 +17,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
-#include <string.h>
 
 enum { UNIT = 8 };
 
@@ -117,7 +116,8 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "dedup._tokens",
-    "Byte loops of the token stream in C (see dedup.canonical and dedup.units).", -1, methods, NULL, NULL, NULL, NULL,
+    "Byte loops of the token stream in C (see dedup.canonical and dedup.units).", -1, methods,
+    NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__tokens(void)

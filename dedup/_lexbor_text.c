@@ -7,8 +7,9 @@
  * the handful of prototypes below, all of them lexbor's stable "_noi" (no-inline) entry points or
  * plain functions, and it treats every lexbor object as opaque.
  *
- *   bind(functions: tuple[int, ...], block, removed, pre)   function addresses, tag name sets
- *   marked_text(data: bytes, lines: bool, max_depth: int) -> bytes | None
+ *   bind(functions: tuple[int, ...])                        lexbor's function addresses, once
+ *   kinds(block, removed, pre) -> capsule                  the tag name sets of one walker
+ *   marked_text(kinds, data: bytes, lines: bool, max_depth: int) -> bytes | None
  *       the walk of one UTF-8 document; None when its elements nest deeper than max_depth
  *
  * The depth limit is there because building an HTML5 tree costs time quadratic in its depth
@@ -63,14 +64,20 @@ typedef struct {
     char *names[NAMES_MAX];
 } name_set;
 
-static name_set block_names, removed_names, pre_names;
 static int bound = 0;
 
 /* lexbor numbers the tags it knows from 1 up (a few hundred); a custom element's id is an address,
- * far outside that range. Kinds of the small ids are cached here once their name has been read;
- * every name in the three sets is a tag lexbor knows, so a custom element is always inline. */
+ * far outside that range. Kinds of the small ids are cached once their name has been read; every
+ * name in the three sets is a tag lexbor knows, so a custom element is always inline. */
 #define CACHED_IDS 1024
-static unsigned char kind_cache[CACHED_IDS];
+
+/* one walker's tag name sets, and what it has learnt of lexbor's tag ids */
+typedef struct {
+    name_set block, removed, pre;
+    unsigned char cache[CACHED_IDS];
+} tag_kinds;
+
+static const char KINDS_CAPSULE[] = "dedup._lexbor_text.kinds";
 
 static const char BREAK[] = "\xef\xb7\x90"; /* U+FDD0 in UTF-8: html_text.BREAK */
 
@@ -83,24 +90,24 @@ static int set_has(const name_set *set, const unsigned char *name, size_t length
     return 0;
 }
 
-static unsigned char kind_of(lxb_node *element)
+static unsigned char kind_of(tag_kinds *kinds, lxb_node *element)
 {
     lxb_tag_id id = node_tag_id(element);
-    if (id < CACHED_IDS && kind_cache[id])
-        return kind_cache[id];
+    if (id < CACHED_IDS && kinds->cache[id])
+        return kinds->cache[id];
     size_t length = 0;
     const unsigned char *name = element_local_name(element, &length);
     unsigned char kind = KIND_KNOWN;
     if (name != NULL) {
-        if (set_has(&block_names, name, length))
+        if (set_has(&kinds->block, name, length))
             kind |= KIND_BLOCK;
-        if (set_has(&removed_names, name, length))
+        if (set_has(&kinds->removed, name, length))
             kind |= KIND_REMOVED;
-        if (set_has(&pre_names, name, length))
+        if (set_has(&kinds->pre, name, length))
             kind |= KIND_PRE;
     }
     if (id < CACHED_IDS)
-        kind_cache[id] = kind; /* idempotent: threads racing here write the same byte */
+        kinds->cache[id] = kind; /* idempotent: threads racing here write the same byte */
     return kind;
 }
 
@@ -159,11 +166,12 @@ static void put_text(buffer *out, lxb_document *document, lxb_node *node, int pr
 }
 
 /* Leaving an element: the mark after a block, one pre-formatted level fewer. */
-static void leave(buffer *out, lxb_node *node, const char *mark, size_t mark_length, int *pre)
+static void leave(tag_kinds *kinds, buffer *out, lxb_node *node, const char *mark,
+                  size_t mark_length, int *pre)
 {
     if (node_type(node) != TYPE_ELEMENT)
         return;
-    unsigned char kind = kind_of(node);
+    unsigned char kind = kind_of(kinds, node);
     if (kind & KIND_BLOCK)
         put(out, mark, mark_length);
     if (kind & KIND_PRE)
@@ -173,7 +181,8 @@ static void leave(buffer *out, lxb_node *node, const char *mark, size_t mark_len
 /* Document order, iteratively: text where it stands, a mark before and after each block's
  * content, nothing of removed elements, comments, doctypes or processing instructions.
  * Returns 0, or -1 at an element deeper than max_depth. */
-static int walk(lxb_document *document, buffer *out, int lines, size_t max_depth)
+static int walk(tag_kinds *kinds, lxb_document *document, buffer *out, int lines,
+                size_t max_depth)
 {
     const char *mark = lines ? BREAK : "\n";
     size_t mark_length = lines ? 3 : 1;
@@ -189,7 +198,7 @@ static int walk(lxb_document *document, buffer *out, int lines, size_t max_depth
         } else if (type == TYPE_ELEMENT) {
             if (depth + 1 > max_depth)
                 return -1;
-            unsigned char kind = kind_of(node);
+            unsigned char kind = kind_of(kinds, node);
             if (!(kind & KIND_REMOVED)) {
                 if (kind & KIND_BLOCK)
                     put(out, mark, mark_length);
@@ -197,7 +206,7 @@ static int walk(lxb_document *document, buffer *out, int lines, size_t max_depth
                     pre++;
                 child = node_first_child(node);
                 if (child == NULL)
-                    leave(out, node, mark, mark_length, &pre);
+                    leave(kinds, out, node, mark, mark_length, &pre);
             }
         }
         if (child != NULL) {
@@ -211,7 +220,7 @@ static int walk(lxb_document *document, buffer *out, int lines, size_t max_depth
             if (node == NULL || node == root)
                 return 0;
             depth--;
-            leave(out, node, mark, mark_length, &pre);
+            leave(kinds, out, node, mark, mark_length, &pre);
         }
         node = node == root ? NULL : node_next(node);
     }
@@ -305,9 +314,6 @@ static int fill_set(name_set *set, PyObject *names)
         PyErr_SetString(PyExc_ValueError, "too many tag names");
         return -1;
     }
-    for (int i = 0; i < set->count; i++)
-        free(set->names[i]);
-    set->count = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         const char *name = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(sequence, i));
         char *copy = name == NULL ? NULL : strdup(name);
@@ -323,10 +329,44 @@ static int fill_set(name_set *set, PyObject *names)
     return 0;
 }
 
+static void free_kinds(PyObject *capsule)
+{
+    tag_kinds *kinds = PyCapsule_GetPointer(capsule, KINDS_CAPSULE);
+    if (kinds == NULL)
+        return;
+    name_set *sets[] = {&kinds->block, &kinds->removed, &kinds->pre};
+    for (int s = 0; s < 3; s++) {
+        for (int i = 0; i < sets[s]->count; i++)
+            free(sets[s]->names[i]);
+    }
+    free(kinds);
+}
+
+static PyObject *kinds(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *block, *removed, *pre;
+    if (!PyArg_ParseTuple(args, "OOO", &block, &removed, &pre))
+        return NULL;
+    tag_kinds *made = calloc(1, sizeof *made);
+    if (made == NULL)
+        return PyErr_NoMemory();
+    PyObject *capsule = PyCapsule_New(made, KINDS_CAPSULE, free_kinds);
+    if (capsule == NULL) {
+        free(made);
+        return NULL;
+    }
+    if (fill_set(&made->block, block) || fill_set(&made->removed, removed)
+        || fill_set(&made->pre, pre)) {
+        Py_DECREF(capsule); /* frees what was filled */
+        return NULL;
+    }
+    return capsule;
+}
+
 static PyObject *bind(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *functions, *block, *removed, *pre;
-    if (!PyArg_ParseTuple(args, "O!OOO", &PyTuple_Type, &functions, &block, &removed, &pre))
+    PyObject *functions;
+    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &functions))
         return NULL;
     if (PyTuple_GET_SIZE(functions) != FUNCTIONS) {
         PyErr_Format(PyExc_ValueError, "bind() takes %d function addresses", FUNCTIONS);
@@ -341,10 +381,6 @@ static PyObject *bind(PyObject *Py_UNUSED(module), PyObject *args)
             return NULL;
         }
     }
-    if (fill_set(&block_names, block) || fill_set(&removed_names, removed)
-        || fill_set(&pre_names, pre))
-        return NULL;
-    memset(kind_cache, 0, sizeof kind_cache);
     document_create = address[0];
     document_clean = address[1];
     parse_chunk_begin = address[2];
@@ -366,11 +402,17 @@ static PyObject *bind(PyObject *Py_UNUSED(module), PyObject *args)
 
 static PyObject *marked_text(PyObject *Py_UNUSED(module), PyObject *args)
 {
+    PyObject *capsule;
     Py_buffer data;
     int lines;
     Py_ssize_t max_depth;
-    if (!PyArg_ParseTuple(args, "y*pn", &data, &lines, &max_depth))
+    if (!PyArg_ParseTuple(args, "Oy*pn", &capsule, &data, &lines, &max_depth))
         return NULL;
+    tag_kinds *kinds = PyCapsule_GetPointer(capsule, KINDS_CAPSULE);
+    if (kinds == NULL) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
     if (!bound) {
         PyBuffer_Release(&data);
         PyErr_SetString(PyExc_RuntimeError, "bind() has not been called");
@@ -383,7 +425,7 @@ static PyObject *marked_text(PyObject *Py_UNUSED(module), PyObject *args)
     lxb_document *document = thread_document();
     if (document != NULL) {
         status = parse(document, data.buf, (size_t)data.len, limit);
-        if (status == PARSED && walk(document, &out, lines, limit) != 0)
+        if (status == PARSED && walk(kinds, document, &out, lines, limit) != 0)
             status = TOO_DEEP;
         done_with(document, (size_t)data.len);
     }
@@ -403,11 +445,12 @@ static PyObject *marked_text(PyObject *Py_UNUSED(module), PyObject *args)
 }
 
 static PyMethodDef methods[] = {
-    {"bind", bind, METH_VARARGS,
-     "bind(functions, block, removed, pre): lexbor's function addresses and the tag name sets"},
+    {"bind", bind, METH_VARARGS, "bind(functions): lexbor's function addresses"},
+    {"kinds", kinds, METH_VARARGS,
+     "kinds(block, removed, pre) -> capsule: the tag name sets of one walker"},
     {"marked_text", marked_text, METH_VARARGS,
-     "marked_text(data, lines, max_depth) -> bytes | None: the marked text of one UTF-8 HTML "
-     "document, None if it nests deeper than max_depth"},
+     "marked_text(kinds, data, lines, max_depth) -> bytes | None: the marked text of one UTF-8 "
+     "HTML document, None if it nests deeper than max_depth"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,7 +15,7 @@ parser takes the document whole), so there a page of a million nested elements s
 minutes: one more reason to install with a C compiler.
 
 >>> walk = LexborText(block={"p", "li"}, removed={"script"}, pre={"pre"})
->>> walk(b"<li>Home<li>Ab<b>ou</b>t<script>x</script>", lines=False)
+>>> walk(b"<li>Home<li>Ab<b>ou</b>t<script>x</script>", lines=False, max_depth=10)
 b'\\nHome\\n\\nAbout\\n'
 >>> walk(b"<div>" * 20, lines=False, max_depth=10) is None
 True
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Iterable
+from typing import Any
 
 import selectolax.lexbor
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -55,7 +56,7 @@ _FUNCTIONS = (
 )
 
 
-def _bind_c(block: Iterable[str], removed: Iterable[str], pre: Iterable[str]) -> object | None:
+def _bind_c() -> Any:
     """The C walk bound to selectolax's lexbor, or None when it is not there to bind."""
     try:
         from dedup import _lexbor_text  # type: ignore[attr-defined]
@@ -68,12 +69,16 @@ def _bind_c(block: Iterable[str], removed: Iterable[str], pre: Iterable[str]) ->
         )
     except (OSError, AttributeError):  # not a shared object we can open, or a function gone
         return None
-    _lexbor_text.bind(addresses, sorted(block), sorted(removed), sorted(pre))
+    _lexbor_text.bind(addresses)
     return _lexbor_text
 
 
+#: the C module, bound once for every walker (None: the Python walk runs)
+_C = _bind_c()
+
+
 class LexborText:
-    """``walk(data, lines)``: the marked text of one UTF-8 HTML document, as UTF-8 bytes.
+    """``walk(data, lines, max_depth)``: the marked text of one UTF-8 HTML document, as UTF-8 bytes.
 
     Blocks are marked with :data:`MARK` (``lines=True``, and newlines inside ``pre`` become
     marks too) or with ``"\\n"`` (``lines=False``: for words only); removed elements,
@@ -89,16 +94,18 @@ class LexborText:
         use_c: bool = True,
     ) -> None:
         self.block, self.removed, self.pre = frozenset(block), frozenset(removed), frozenset(pre)
-        self._c = _bind_c(self.block, self.removed, self.pre) if use_c else None
+        self._c = _C if use_c else None
+        # each walker its own sets (and its own cache of lexbor's tag ids), in C
+        self._kinds = None if self._c is None else self._c.kinds(
+            sorted(self.block), sorted(self.removed), sorted(self.pre)
+        )
         self.implementation = "Python" if self._c is None else "C"
 
-    def __call__(self, data: bytes, lines: bool, max_depth: int = 4096) -> bytes | None:
+    def __call__(self, data: bytes, lines: bool, max_depth: int) -> bytes | None:
         """The marked text, or None when an element is more than ``max_depth`` levels deep
         (``<html>`` is level 1)."""
         if self._c is not None:
-            text: bytes | None = self._c.marked_text(  # type: ignore[attr-defined]
-                data, lines, max_depth
-            )
+            text: bytes | None = self._c.marked_text(self._kinds, data, lines, max_depth)
             return text
         return self._walk(LexborHTMLParser(data), lines, max_depth)
 

@@ -539,6 +539,14 @@ python_walk = LexborText(
 )
 
 
+def test_walkers_keep_their_own_tag_sets() -> None:
+    # another walker, with other sets, must not change what the engine's walker marks
+    before = html_text.extract("<ul><li>Home</li></ul><p>x")
+    other = LexborText(block={"p"}, removed={"li"}, pre=set())
+    assert other(b"<li>Home</li><p>x", lines=False, max_depth=10) == b"\nx\n"  # li: removed
+    assert html_text.extract("<ul><li>Home</li></ul><p>x") == before
+
+
 def test_the_c_walk_is_built() -> None:
     # CI installs with a compiler: a failed build must not pass unnoticed as the Python walk
     assert python_walk.implementation == "Python"
@@ -552,7 +560,8 @@ def test_the_c_walk_is_built() -> None:
 @example("<div>" * 50 + "x", True)
 def test_the_python_walk_equals_the_c_walk(html: str, lines: bool) -> None:
     data = html_text._prepare(html)
-    assert python_walk(data, lines) == html_text._fast_walk(data, lines)
+    limit = html_text.MAX_DEPTH
+    assert python_walk(data, lines, limit) == html_text._fast_walk(data, lines, limit)
     assert python_walk(data, lines, max_depth=20) == html_text._fast_walk(data, lines, 20)
 
 

@@ -39,6 +39,11 @@ from dedup.sketches import (
     UInt64Array,
 )
 
+try:
+    from dedup import _probes as _c_probes  # type: ignore[attr-defined]
+except ImportError:  # installed without a C compiler: the numpy way below
+    _c_probes = None
+
 __all__ = [
     "Estimate",
     "containment_from_resemblance",
@@ -103,6 +108,9 @@ def matches_min(a: MinSketch | MinModSketch, b: MinSketch | MinModSketch) -> tup
     (2, 3)
     """
     x, y, s = _min_pair(a, b)
+    if _c_probes is not None:  # the same merge, one loop in C (dedup/_probes.c)
+        matches, s_prime = _c_probes.matches_min(x, y, s)
+        return int(matches), int(s_prime)
     merged = np.concatenate((x, y))
     merged.sort(kind="stable")  # two sorted runs: the stable sort merges them in linear time
     repeat = merged[1:] == merged[:-1]  # each sketch is duplicate-free, so a repeat is shared

@@ -27,6 +27,11 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+try:
+    from dedup import _probes as _c_probes  # type: ignore[attr-defined]
+except ImportError:  # installed without a C compiler: the numpy way below
+    _c_probes = None
+
 __all__ = ["FingerprintFrequency", "multiply_shift"]
 
 # odd 64-bit multipliers, one per row or probe (the golden ratio's and two of its family)
@@ -56,20 +61,32 @@ class FingerprintFrequency:
         # the rows side by side in one flat array: one gather or scatter serves both
         self._counts = np.zeros(self.ROWS * counters, dtype=np.uint32)
         self._offsets = (np.arange(self.ROWS, dtype=np.uint64) * np.uint64(counters))[:, None]
+        self._multipliers = np.ascontiguousarray(MULTIPLIERS[: self.ROWS])
 
     def _cells(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
         return multiply_shift(keys, self.ROWS, self._bits) + self._offsets
 
     def add(self, keys: npt.ArrayLike) -> None:
-        """Count each key once (pass a document's distinct fingerprints)."""
-        keys = np.asarray(keys, dtype=np.uint64).ravel()
-        if keys.size:
-            # a repeated counter within one call counts once: a harmless under-count
+        """Count each key once (pass a document's distinct fingerprints).
+
+        A counter met twice within one call counts once: a harmless under-count, and the
+        numpy way's semantics, which the C loop (``dedup/_probes.c``) keeps.
+        """
+        keys = np.ascontiguousarray(keys, dtype=np.uint64).ravel()
+        if not keys.size:
+            return
+        if _c_probes is not None:
+            _c_probes.count_add(self._counts, self._multipliers, keys, self._bits)
+        else:
             self._counts[self._cells(keys).ravel()] += np.uint32(1)
 
     def estimate(self, keys: npt.ArrayLike) -> npt.NDArray[np.uint32]:
-        keys = np.asarray(keys, dtype=np.uint64).ravel()
-        return self._counts[self._cells(keys)].min(axis=0)  # type: ignore[no-any-return]
+        keys = np.ascontiguousarray(keys, dtype=np.uint64).ravel()
+        if _c_probes is None:
+            return self._counts[self._cells(keys)].min(axis=0)  # type: ignore[no-any-return]
+        out = np.empty(keys.size, dtype=np.uint32)
+        _c_probes.count_min(self._counts, self._multipliers, keys, self._bits, out)
+        return out
 
     def rarest(self, keys: npt.NDArray[np.uint64], count: int) -> npt.NDArray[np.uint64]:
         """The ``count`` rarest of ``keys`` (distinct), ties by smaller value, sorted by value.

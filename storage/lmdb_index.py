@@ -21,6 +21,7 @@ the caller decides when to commit, and reads inside a batch see the batch's own 
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from collections.abc import Iterator
 from itertools import islice, repeat
 
@@ -39,6 +40,7 @@ _NEED = struct.Struct(">d")
 _MAX_ID = 2**63 - 1
 _CHUNK = 1024
 _CACHE_KEYS = 1 << 16  # capped keys cached at most (cap ids each), then started afresh
+_CACHE_SKETCHES = 1 << 12  # representatives cached at most (a few MB), then started afresh
 
 
 class LmdbIndex:
@@ -50,6 +52,8 @@ class LmdbIndex:
         self._capped: dict[bytes, np.ndarray] = {}
         self._cache_cap = 0
         self._cache_aborts = txns.aborts
+        #: cluster id → its representative, parsed (see representative)
+        self._sketches: dict[int, Sketch] = {}
         #: the keys of fp_clusters, as a Bloom filter; built by the writer's first lookup
         self._presence: PresenceFilter | None = None
 
@@ -104,25 +108,32 @@ class LmdbIndex:
         data = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else None
         if data is None or not data.size:
             return Candidates(shared={}, capped=capped)
-        ids_, counts = np.unique(data, return_counts=True)
-        return Candidates(shared=dict(zip(ids_.tolist(), counts.tolist())), capped=capped)
+        # a dozen ids is typical: counted as Python ints, not sorted by numpy
+        return Candidates(shared=dict(Counter(data.tolist())), capped=capped)
 
-    def _capped_cache(self, cap: int) -> dict[bytes, bytes] | None:
-        """The capped keys' ids for this ``cap``, or None when no cache may be used.
+    def _capped_cache(self, cap: int) -> dict[bytes, np.ndarray] | None:
+        """The capped keys' ids for this ``cap``, or None when no cache may be used."""
+        if not self._caches_valid():
+            return None
+        if self._cache_cap != cap or len(self._capped) >= _CACHE_KEYS:
+            self._capped.clear()
+            self._cache_cap = cap
+        return self._capped
 
-        Only the writer's batch caches: its process alone changes the postings, so it knows
-        when to forget them; a plain reader may see another process's changes at any time.
+    def _caches_valid(self) -> bool:
+        """Whether the writer's caches (capped keys, parsed representatives) may be used.
+
+        Only the writer's batch caches: its process alone changes the index, so it knows when
+        to forget an entry; a plain reader may see another process's changes at any time. An
+        aborted batch takes its clusters and postings with it, so the caches start afresh.
         """
         if not self._t.in_batch:
-            return None
-        if (
-            self._cache_cap != cap
-            or self._cache_aborts != self._t.aborts
-            or len(self._capped) >= _CACHE_KEYS
-        ):
+            return False
+        if self._cache_aborts != self._t.aborts:
             self._capped.clear()
-            self._cache_cap, self._cache_aborts = cap, self._t.aborts
-        return self._capped
+            self._sketches.clear()
+            self._cache_aborts = self._t.aborts
+        return True
 
     def _presence_filter(self) -> PresenceFilter | None:
         """The Bloom filter of indexed fingerprints, or None when it may not be used.
@@ -145,7 +156,20 @@ class LmdbIndex:
         return self._presence
 
     def representative(self, cluster_id: int) -> Sketch:
-        return self._read_cluster_raw(cluster_id)[1]
+        """The cluster's representative; the writer keeps the last few thousand parsed, since
+        the clusters of a site's boilerplate are estimated against on page after page."""
+        if not self._caches_valid():
+            return self._read_cluster_raw(cluster_id)[1]
+        sketch = self._sketches.get(cluster_id)
+        if sketch is None:
+            sketch = self._read_cluster_raw(cluster_id)[1]
+            self._remember(cluster_id, sketch)
+        return sketch
+
+    def _remember(self, cluster_id: int, sketch: Sketch) -> None:
+        if len(self._sketches) >= _CACHE_SKETCHES:
+            self._sketches.clear()
+        self._sketches[cluster_id] = sketch
 
     def cluster(self, cluster_id: int) -> ClusterInfo:
         return _parse_info(cluster_id, self._cluster_value(cluster_id))
@@ -205,6 +229,8 @@ class LmdbIndex:
         self._t.put_many("fp_clusters", zip(_packed(distinct), repeat(key)))
         if self._presence is not None:
             self._presence.add(distinct)
+        if self._caches_valid():  # it is estimated against as soon as the next page
+            self._remember(cluster_id, sketch)
         return cluster_id
 
     def add_member(self, cluster_id: int, doc_id: int, identical: bool) -> None:
@@ -225,6 +251,7 @@ class LmdbIndex:
         before, after = set(old.distinct().tolist()), set(sketch.distinct().tolist())
         for fp in before ^ after:  # an old id added or removed: the lowest ids may change
             self._capped.pop(pack_id(fp), None)
+        self._sketches.pop(cluster_id, None)
         for fp in sorted(before - after):
             self._t.delete("fp_clusters", pack_id(fp), key)
         added = sorted(after - before)

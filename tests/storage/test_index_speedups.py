@@ -1,4 +1,5 @@
-"""The crawl-time shortcuts of the LMDB index: the capped-key cache, ``put_many``, gzip level."""
+"""The crawl-time shortcuts of the LMDB index: the capped-key and representative caches,
+``put_many``, gzip level."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import io
 import zlib
 
 import numpy as np
+import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from dedup.memory_index import MemoryIndex
@@ -70,6 +72,31 @@ def test_capped_cache_is_forgotten_when_a_batch_aborts(tmp_path):
         # outside a batch nothing is cached, and the answer is the same
         assert store.index.candidates(probe, 1).shared == {0: len(BOILER)}
         assert store.index.candidates(probe, 5).capped == 0
+
+
+def test_representative_cache_follows_replacements_and_aborts(tmp_path):
+    with Store.open(tmp_path / "s") as store:
+        with store.batch():
+            store.index.new_cluster(0, sketch([1, 2, 3]))
+            assert store.index.representative(0) == sketch([1, 2, 3])
+            store.index.set_representative(0, sketch([1, 2, 4]))
+            assert store.index.representative(0) == sketch([1, 2, 4])
+        try:
+            with store.batch():  # cluster 1 is made, cached, and lost with the batch
+                assert store.index.new_cluster(1, sketch([7, 8])) == 1
+                assert store.index.representative(1) == sketch([7, 8])
+                store.index.set_representative(0, sketch([9]))
+                raise RuntimeError("abort")
+        except RuntimeError:
+            pass
+        with store.batch():
+            assert store.index.representative(0) == sketch([1, 2, 4])
+            with pytest.raises(KeyError):
+                store.index.representative(1)
+            # the next cluster takes id 1 again, with its own representative
+            assert store.index.new_cluster(1, sketch([5, 6])) == 1
+            assert store.index.representative(1) == sketch([5, 6])
+        assert store.index.representative(1) == sketch([5, 6])  # read, not cached
 
 
 def test_put_many_is_replayed_when_the_map_grows(tmp_path):

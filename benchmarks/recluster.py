@@ -510,19 +510,27 @@ def cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 
 
-def measured(repeats: int, run: Callable[[], float]) -> dict[str, Any]:
-    """Median wall time and median CPU time of ``repeats`` runs.
+def measured(repeats: int, runs: dict[str, Callable[[], float]]) -> dict[str, dict[str, Any]]:
+    """Median wall time and median CPU time of ``repeats`` runs of each pipeline.
 
-    The machine is shared: wall time includes waiting for a core another process holds, CPU
-    time does not, so docs per CPU-second compares the pipelines' work whatever the load.
+    The runs are interleaved, a round of every pipeline at a time: the machine is shared, and
+    its speed drifts over minutes, which would favour whichever pipeline ran in a fast spell.
+    Wall time includes waiting for a core another process holds, CPU time does not, so docs
+    per CPU-second compares the pipelines' work whatever the load.
     """
-    walls, cpus = [], []
-    for _ in range(repeats):
-        cpu = cpu_seconds()
-        walls.append(run())
-        cpus.append(cpu_seconds() - cpu)
-    return {"seconds": statistics.median(walls), "runs": walls,
-            "cpu_seconds": statistics.median(cpus)}
+    walls: dict[str, list[float]] = {name: [] for name in runs}
+    cpus: dict[str, list[float]] = {name: [] for name in runs}
+    for round_ in range(repeats):
+        log(f"speed: round {round_ + 1} of {repeats}: {', '.join(runs)}")
+        for name, run in runs.items():
+            cpu = cpu_seconds()
+            walls[name].append(run())
+            cpus[name].append(cpu_seconds() - cpu)
+    return {
+        name: {"seconds": statistics.median(walls[name]), "runs": walls[name],
+               "cpu_seconds": statistics.median(cpus[name])}
+        for name in runs
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -595,9 +603,7 @@ def accuracy_and_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for f in files:  # warm the page cache: every pipeline reads the same cached files
             f.read_bytes()
         speed = {}
-        for name, run in runs.items():
-            log(f"speed: {name}, {args.repeats} runs")
-            m = measured(args.repeats, run)
+        for name, m in measured(args.repeats, runs).items():
             speed[name] = {"seconds": round(m["seconds"], 2),
                            "runs": [round(x, 2) for x in m["runs"]],
                            "docs_per_second": round(len(files) / m["seconds"], 1),

@@ -10,8 +10,11 @@ input order, the order greedy clustering is defined by. The parent does nothing 
 * the **parent** reads the workers' pipes in that same turn, so the sketches arrive in input
   order with nothing to reorder.
 
-Pipes hold little, so a parent slower than its workers holds them back, and they hold the
-feeder back: memory stays flat however large the corpus. An error in the feeder (an input that
+Pipes hold a few chunks (:data:`PIPE_BYTES` each, where the system allows it), so a parent
+slower than its workers holds them back, and they hold the feeder back: memory stays flat
+however large the corpus. (Linux's default, 64 KiB, is less than one chunk of pages: the feeder
+then waits on each worker in turn while the other one idles, and a tenth of both cores goes
+unused.) An error in the feeder (an input that
 cannot be read) or in a worker travels down the same pipes and is raised in the parent, at the
 document where it happened.
 
@@ -22,6 +25,7 @@ over; for text input that costs the parent as much again as clustering.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import pickle
 import signal
@@ -33,6 +37,11 @@ from dataclasses import dataclass
 from itertools import islice
 from multiprocessing.connection import Connection
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # not a POSIX system: the pipes keep their size
+    fcntl = None  # type: ignore[assignment]
 
 from crawler.inputs import SourceDocument
 from crawler.processes import die_with_parent
@@ -46,6 +55,8 @@ __all__ = ["CHUNK", "SketchedDocument", "sketch_source", "sketched"]
 
 #: documents per message from the feeder to a worker, and per message of sketches back
 CHUNK = 32
+#: bytes each pipe holds (a few chunks of pages), where the system lets us set it
+PIPE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,8 @@ def sketched(
     to_workers = [ctx.Pipe(duplex=False) for _ in range(jobs)]  # (worker's end, feeder's end)
     to_parent = [ctx.Pipe(duplex=False) for _ in range(jobs)]  # (parent's end, worker's end)
     every_end = [end for pair in to_workers + to_parent for end in pair]
+    for _, writer in to_workers + to_parent:
+        _widen(writer)
     writers = [w for _, w in to_workers]
     readers = [r for r, _ in to_parent]
     processes = [
@@ -157,6 +170,15 @@ def sketched(
             feeder.join(5)  # its next write fails now that the workers are gone
             for writer in writers:
                 writer.close()
+
+
+def _widen(end: Connection) -> None:
+    """Let the pipe behind ``end`` hold :data:`PIPE_BYTES` (Linux; elsewhere, or above the
+    system's limit, it keeps its size)."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if set_size is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(end.fileno(), set_size, PIPE_BYTES)
 
 
 def _in_turn(readers: list[Connection]) -> Iterator[SketchedDocument]:

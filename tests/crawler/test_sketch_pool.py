@@ -6,6 +6,7 @@ process, so a chunk dealt to the wrong worker or read out of turn fails it.
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
 import random
 import time
@@ -13,7 +14,14 @@ import time
 import pytest
 
 from crawler.inputs import SourceDocument
-from crawler.sketch_pool import CHUNK, _init_sketcher, sketch_source, sketched
+from crawler.sketch_pool import (
+    CHUNK,
+    PIPE_BYTES,
+    _init_sketcher,
+    _widen,
+    sketch_source,
+    sketched,
+)
 from dedup.params import SketchParams
 
 PARAMS = SketchParams()
@@ -110,3 +118,19 @@ def test_a_worker_that_dies_is_an_error_not_a_hang():
                 if process.name == "neardup-sketcher-1":
                     process.kill()
             list(stream)
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "F_GETPIPE_SZ"), reason="pipe sizes are Linux's")
+def test_pipes_hold_a_few_chunks_where_the_system_allows() -> None:
+    # the default 64 KiB holds less than one chunk of pages: the feeder would wait on each
+    # worker in turn while the other idles
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    try:
+        _widen(writer)
+        with open("/proc/sys/fs/pipe-max-size") as fh:
+            allowed = int(fh.read())
+        size = fcntl.fcntl(reader.fileno(), fcntl.F_GETPIPE_SZ)
+        assert size >= min(PIPE_BYTES, allowed) > 1 << 16
+    finally:
+        reader.close()
+        writer.close()

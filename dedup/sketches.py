@@ -58,6 +58,11 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+try:
+    from dedup import _tokens as _c_tokens  # type: ignore[attr-defined]
+except ImportError:  # installed without a C compiler: the numpy way below
+    _c_tokens = None
+
 if TYPE_CHECKING:
     from typing_extensions import Self
 
@@ -198,6 +203,10 @@ def _smallest_and_count(ids: UInt64Array, s: int) -> tuple[UInt64Array, int]:
     ordered = np.sort(ids)
     if ordered.size < 2:
         return ordered, int(ordered.size)
+    if _c_tokens is not None:  # the same walk over the sorted ids, in C
+        smallest = np.empty(min(s, ordered.size), dtype=np.uint64)
+        kept, count = _c_tokens.smallest_distinct(ordered, s, smallest)
+        return (smallest if kept == smallest.size else smallest[:kept].copy()), count
     changes = ordered[1:] != ordered[:-1]  # changes[i]: ordered[i + 1] is a new value
     count = 1 + int(np.count_nonzero(changes))
     if count == ordered.size:  # no repeats at all

@@ -3,9 +3,12 @@ scalar one."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import pickle
 import threading
 from collections import Counter
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -146,6 +149,34 @@ def test_shingles_match_scalar_fingerprints(
     else:
         expected = [rf.fingerprint(units_to_bytes(units[i : i + w])) for i in range(n - w + 1)]
     assert fps.tolist() == expected
+    with numpy_windows():  # the twin the C loop of dedup/_tokens.c replaces, where it is built
+        assert rf.shingle_fingerprints(units, w).tolist() == expected
+
+
+@contextlib.contextmanager
+def numpy_windows() -> Iterator[None]:
+    saved, rabin._c_tokens = rabin._c_tokens, None
+    try:
+        yield
+    finally:
+        rabin._c_tokens = saved
+
+
+def test_the_c_window_loop_is_built_and_refuses_bad_buffers() -> None:
+    if os.environ.get("CI"):
+        assert rabin._c_tokens is not None
+    if rabin._c_tokens is None:
+        pytest.skip("dedup._tokens was not built")
+    table = RabinFingerprinter.from_seed(1)._t.unit_windows().byte_entries
+    units, out = np.arange(5, dtype=np.uint64), np.empty(5, dtype=np.uint64)
+    with pytest.raises(ValueError, match="w <= maps"):
+        rabin._c_tokens.windows(table, 4, units, 5, out)
+    with pytest.raises(ValueError, match="smaller than"):
+        rabin._c_tokens.windows(table[:100], 4, units, 2, out)
+    with pytest.raises(ValueError, match="must hold"):
+        rabin._c_tokens.windows(table, 4, units, 2, out[:3])
+    with pytest.raises(ValueError, match="read-only"):
+        rabin._c_tokens.windows(table, 4, units, 2, table)
 
 
 @pytest.mark.parametrize("w", range(1, 10))

@@ -440,3 +440,26 @@ def test_min_sketch_when_the_smallest_ids_repeat(s):
     assert sketch.values.base is None  # its own memory, not a view of the sorted ids
     assert MinSketch.from_ids(arr(list(range(s + 5))), s).values.base is None
     assert sketch == MinSketch(distinct[:s], s, len(distinct))  # as the checked constructor
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 40), max_size=120), st.integers(1, 50))
+def test_smallest_and_count_in_c_as_in_numpy(values: list[int], s: int) -> None:
+    # small values repeat heavily: the walk over the sorted ids must skip repeats as numpy does
+    ids = arr(values)
+    got_values, got_count = sketches._smallest_and_count(ids, s)
+    saved, sketches._c_tokens = sketches._c_tokens, None
+    try:
+        want_values, want_count = sketches._smallest_and_count(ids, s)
+    finally:
+        sketches._c_tokens = saved
+    assert got_values.tolist() == want_values.tolist() == sorted(set(values))[:s]
+    assert got_count == want_count == len(set(values))
+    assert got_values.base is None  # its own memory: a sketch keeps it
+
+
+def test_smallest_distinct_refuses_unsorted_ids() -> None:
+    if sketches._c_tokens is None:
+        pytest.skip("dedup._tokens was not built")
+    with pytest.raises(ValueError, match="sorted"):
+        sketches._c_tokens.smallest_distinct(arr([3, 1, 2]), 2, np.empty(2, dtype=np.uint64))

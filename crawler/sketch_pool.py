@@ -10,11 +10,11 @@ input order, the order greedy clustering is defined by. The parent does nothing 
 * the **parent** reads the workers' pipes in that same turn, so the sketches arrive in input
   order with nothing to reorder.
 
-Pipes hold a few chunks (:data:`PIPE_BYTES` each, where the system allows it), so a parent
-slower than its workers holds them back, and they hold the feeder back: memory stays flat
-however large the corpus. (Linux's default, 64 KiB, is less than one chunk of pages: the feeder
-then waits on each worker in turn while the other one idles, and a tenth of both cores goes
-unused.) An error in the feeder (an input that
+Pipes hold a few chunks (:data:`PIPE_BYTES` each where the system allows it, and a chunk of
+pages is cut at :data:`CHUNK_BYTES`), so a parent slower than its workers holds them back, and
+they hold the feeder back: memory stays flat however large the corpus. (Linux's default pipe,
+64 KiB, holds less than one chunk of pages: the feeder then waits on each worker in turn while
+the other one idles, and a tenth of both cores goes unused.) An error in the feeder (an input that
 cannot be read) or in a worker travels down the same pipes and is raised in the parent, at the
 document where it happened.
 
@@ -34,7 +34,6 @@ import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import islice
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -55,6 +54,8 @@ __all__ = ["CHUNK", "SketchedDocument", "sketch_source", "sketched"]
 
 #: documents per message from the feeder to a worker, and per message of sketches back
 CHUNK = 32
+#: content per message from the feeder at most (a chunk ends at CHUNK documents or this)
+CHUNK_BYTES = 1 << 18
 #: bytes each pipe holds (a few chunks of pages), where the system lets us set it
 PIPE_BYTES = 1 << 20
 
@@ -217,8 +218,7 @@ def _feed(sources: Iterable[SourceDocument], writers: list[Connection]) -> None:
     """Deal the sources to the workers in chunks, in turn; then an end (or an error) to each."""
     turn = 0
     try:
-        it = iter(sources)
-        while chunk := list(islice(it, CHUNK)):
+        for chunk in _chunks(sources):
             if not _send(writers[turn % len(writers)], ("docs", chunk)):
                 return
             turn += 1
@@ -227,6 +227,21 @@ def _feed(sources: Iterable[SourceDocument], writers: list[Connection]) -> None:
         return
     for k in range(len(writers)):
         _send(writers[(turn + k) % len(writers)], ("end", None))
+
+
+def _chunks(sources: Iterable[SourceDocument]) -> Iterator[list[SourceDocument]]:
+    """The sources in chunks of :data:`CHUNK` documents, or fewer once they hold
+    :data:`CHUNK_BYTES` of content, so that a pipe holds several."""
+    chunk: list[SourceDocument] = []
+    size = 0
+    for doc in sources:
+        chunk.append(doc)
+        size += len(doc.content)
+        if len(chunk) == CHUNK or size >= CHUNK_BYTES:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
 
 
 def _send(writer: Connection, message: tuple[str, Any]) -> bool:

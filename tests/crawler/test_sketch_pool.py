@@ -16,7 +16,9 @@ import pytest
 from crawler.inputs import SourceDocument
 from crawler.sketch_pool import (
     CHUNK,
+    CHUNK_BYTES,
     PIPE_BYTES,
+    _chunks,
     _init_sketcher,
     _widen,
     sketch_source,
@@ -134,3 +136,13 @@ def test_pipes_hold_a_few_chunks_where_the_system_allows() -> None:
     finally:
         reader.close()
         writer.close()
+
+
+def test_chunks_are_cut_by_count_and_by_bytes() -> None:
+    small = [SourceDocument(f"s{k}", "text", "a b") for k in range(CHUNK + 3)]
+    big = [SourceDocument(f"b{k}", "html", b"x" * (CHUNK_BYTES // 3 + 1)) for k in range(7)]
+    chunks = list(_chunks(small + big))
+    assert [doc for chunk in chunks for doc in chunk] == small + big  # all, in order
+    assert [len(chunk) for chunk in chunks] == [CHUNK, 3 + 3, 3, 1]  # 3 big ones fill a chunk
+    assert all(sum(len(d.content) for d in chunk[:-1]) < CHUNK_BYTES for chunk in chunks)
+    assert list(_chunks([])) == []

@@ -136,15 +136,25 @@ def recluster(
 
 
 def _line(doc_id: str, a: Assignment) -> str:
-    resemblance = 1.0 if a.representative else a.decision.resemblance
-    record = {
-        "id": doc_id,
-        "cluster": a.cluster_id,
-        "representative": a.representative,
-        "resemblance": _number(resemblance),
-        "decision": a.decision.kind,
-    }
-    return json.dumps(record, ensure_ascii=False) + "\n"
+    r"""One clusters.jsonl line, as ``json.dumps`` writes the record (a test holds it to that);
+    only the id needs JSON's quoting, so it alone goes through the encoder.
+
+    >>> from dedup.cluster import Decision
+    >>> joined = Assignment(3, 1, Decision("near_duplicate", 1, 0, 0, 0.875), False, False)
+    >>> print(_line('say "hi"', joined), end="")  # doctest: +NORMALIZE_WHITESPACE
+    {"id": "say \"hi\"", "cluster": 1, "representative": false, "resemblance": 0.875,
+     "decision": "near_duplicate"}
+    """
+    resemblance = 1.0 if a.representative else _number(a.decision.resemblance)
+    return (
+        f'{{"id": {_quoted(doc_id)}, "cluster": {a.cluster_id:d}, '
+        f'"representative": {"true" if a.representative else "false"}, '
+        f'"resemblance": {"null" if resemblance is None else repr(resemblance)}, '
+        f'"decision": "{a.decision.kind}"}}\n'
+    )
+
+
+_quoted = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def _number(value: float | None) -> float | None:

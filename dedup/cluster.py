@@ -305,9 +305,8 @@ class GreedyClusterer:
                 self._need_recorded = True
             cluster_id = self.index.new_cluster(doc_id, sketch, indexed)
             # the hash can be known already only if a copy was applied after this decision:
-            # the first document of a hash stays the one exact duplicates point to
-            if self.index.find_exact(content_hash) is None:
-                self.index.add_exact(content_hash, doc_id, cluster_id)
+            # add_exact keeps the first document of a hash, the one exact duplicates point to
+            self.index.add_exact(content_hash, doc_id, cluster_id)
             if popular:
                 self.index.record_member_sketch(cluster_id, sketch)
             assignment = Assignment(doc_id, cluster_id, decision, True, True)

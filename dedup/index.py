@@ -106,6 +106,7 @@ class ClusterIndex(Protocol):
         ...
 
     def add_exact(self, content_hash: int, doc_id: int, cluster_id: int) -> None:
+        """Remember the document with this content hash; a hash known already keeps its first."""
         ...
 
     def cluster_of(self, doc_id: int) -> int | None:

@@ -23,14 +23,16 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from crawler.cli import main
 from crawler.inputs import read_jsonl
-from crawler.recluster import recluster
+from crawler.recluster import _line, _number, recluster
 from dedup.canonical import html_tokens, text_tokens
-from dedup.cluster import GreedyClusterer, cluster_documents
+from dedup.cluster import Assignment, Decision, GreedyClusterer, cluster_documents
 from dedup.curves import p_at_least
 from dedup.document import Sketcher
 from dedup.estimators import exact_resemblance
@@ -617,3 +619,28 @@ def test_sigkill_mid_run_leaves_input_intact_and_index_verifiable(tmp_path):
     assert any(0 < n < len(pages) for n in committed), committed  # some kill landed mid-way
     report = verify_store(store)
     assert report.ok, report.problems
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(),
+    st.integers(0, 2**63 - 1),
+    st.booleans(),
+    st.sampled_from(["exact_duplicate", "near_duplicate", "contained"]),
+    st.one_of(st.none(), st.floats(0, 1), st.just(float("nan"))),
+)
+def test_a_clusters_line_is_what_json_dumps_writes(
+    doc_id: str, cluster: int, first: bool, kind: str, resemblance: float | None
+) -> None:
+    # the line is formatted by hand for speed; json.dumps of the record is the contract
+    decision = Decision("new") if first else Decision(kind, cluster, 0, 0, resemblance)
+    made = Assignment(5, cluster, decision, first, first)
+    record = {
+        "id": doc_id,
+        "cluster": cluster,
+        "representative": first,
+        "resemblance": 1.0 if first else _number(resemblance),
+        "decision": decision.kind,
+    }
+    assert _line(doc_id, made) == json.dumps(record, ensure_ascii=False) + "\n"
+    assert json.loads(_line(doc_id, made)) == record

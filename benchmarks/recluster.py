@@ -30,7 +30,8 @@ B: the Jaccard coefficient of the two sets of shingles):
   a prefix-filter join (:func:`similar_pairs`).
 
 **Speed.** Documents per second end to end: read the files, canonicalise, sketch, cluster, write
-clusters.jsonl; ours with 2 worker processes and with 1, datasketch in one process (it has no
+clusters.jsonl; ours as ``neardup recluster --html`` runs it (each page read by the worker that
+sketches it) with 2 worker processes and with 1, datasketch in one process (it has no
 pool of its own; its MinHash permutations are made once and shared, which is the fastest way to
 use it). Median of ``--repeats`` runs, in wall time and in CPU time (this process and its
 workers): the machine is shared, and CPU time does not count waiting for a core. Reading and
@@ -79,7 +80,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.edits import edit_page
-from crawler.inputs import SourceDocument, read_jsonl
+from crawler.inputs import SourceDocument, read_html_files, read_jsonl
 from crawler.recluster import BATCH, recluster
 from dedup.canonical import html_text, html_tokens, text_tokens
 from dedup.params import DedupParams, SketchParams
@@ -224,8 +225,14 @@ def similar_pairs(exact: ExactSets, t: float) -> list[tuple[int, int, float]]:
 
 
 def file_sources(files: list[Path]) -> Iterator[SourceDocument]:
-    for path in files:
-        yield SourceDocument(path.name, "html", path.read_bytes())
+    """The pages as ``neardup recluster --html`` reads them: each file is read by the process
+    that sketches it. Their ids are their paths; :func:`_name` takes the file name back."""
+    return read_html_files(files)
+
+
+def _name(doc_id: str) -> str:
+    """The corpus file name of a clusters.jsonl id (a path for ours, a name for datasketch)."""
+    return doc_id.rsplit("/", 1)[-1]
 
 
 def run_ours(files: list[Path], out: Path, threshold: float, jobs: int,
@@ -321,7 +328,7 @@ def _datasketch_greedy(
 def _decisions(out: Path) -> list[tuple[str, int]]:
     """(id, cluster) of each line of a clusters.jsonl, in order."""
     with open(out, encoding="utf-8") as fh:
-        return [(d["id"], d["cluster"]) for d in map(json.loads, fh)]
+        return [(_name(d["id"]), d["cluster"]) for d in map(json.loads, fh)]
 
 
 def judge(
@@ -334,14 +341,14 @@ def judge(
     cluster_of: dict[int, int] = {}
     false_drops = []
     for line in lines:
-        doc = index_of[line["id"]]
+        doc = index_of[_name(line["id"])]
         cluster_of[doc] = line["cluster"]
         if line["representative"]:
             first[line["cluster"]] = doc
             continue
         r = exact.resemblance(doc, first[line["cluster"]])
         if r < threshold - 0.1:
-            false_drops.append({"id": line["id"], "exact": round(r, 3),
+            false_drops.append({"id": _name(line["id"]), "exact": round(r, 3),
                                 "estimate": line["resemblance"]})
     representatives = set(first.values())
     missed = sorted({j for i, j, _ in pairs if i in representatives and j in representatives})

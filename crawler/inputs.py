@@ -1,7 +1,11 @@
-"""Corpora to re-cluster: this tool's store, anyone's WARC files, JSON Lines text dumps.
+"""Corpora to re-cluster: this tool's store, anyone's WARC files, JSON Lines text dumps, and
+HTML files (a mirror such as ``wget --mirror`` leaves).
 
 Each reader yields :class:`SourceDocument` in input order (which is the processing order of
 greedy clustering) and never loads a whole file: corpora larger than memory stream through.
+An HTML file is not even read by its reader: its document holds a :class:`FileContent`, which
+the process that sketches it reads, so the pages' bytes need not pass through a reader process
+and a pipe on the way (a tenth of the work of re-clustering HTML pages).
 A record that cannot be used (a WARC response that is not HTML, a JSON line without the text
 field) is yielded as a document with a ``skip_reason`` so the caller counts and reports it
 instead of stopping or silently losing it.
@@ -21,12 +25,24 @@ from dedup.canonical import looks_like_html
 
 
 @dataclass(frozen=True)
+class FileContent:
+    """A document's content still in its file, read by :meth:`read` where it is sketched."""
+
+    path: str
+
+    def read(self) -> bytes:
+        with open(self.path, "rb") as fh:
+            return fh.read()
+
+
+@dataclass(frozen=True)
 class SourceDocument:
     #: the id written to clusters.jsonl: a URL for web pages, the id field for JSON Lines
     id: str
     #: "html" or "text"
     kind: str
-    content: str | bytes
+    #: the text or page itself, or where to read it (see FileContent)
+    content: str | bytes | FileContent
     skip_reason: str | None = None
     #: the transport's charset (HTTP Content-Type), so stored bytes decode as the crawl decoded them
     encoding: str | None = None
@@ -125,6 +141,29 @@ def read_jsonl(
                     yield SourceDocument(doc_id, "text", "", skip_reason=f"no_{text_field}_field")
                     continue
                 yield SourceDocument(doc_id, "text", text)
+
+
+#: what :func:`read_html_files` takes for an HTML page in a directory
+HTML_SUFFIXES = (".html", ".htm", ".xhtml", ".shtml")
+
+
+def read_html_files(paths: Iterable[str | Path]) -> Iterator[SourceDocument]:
+    """HTML files, each a document whose id is its path: the files named, in the order given,
+    and the HTML files (by :data:`HTML_SUFFIXES`) under the directories named, in sorted order.
+
+    The pages are read where they are sketched (:class:`FileContent`); a file that cannot be
+    read then is skipped as ``unreadable``.
+    """
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in HTML_SUFFIXES)
+            for page in found:
+                if page.is_file():
+                    yield SourceDocument(str(page), "html", FileContent(str(page)))
+        elif path.is_file():
+            yield SourceDocument(str(path), "html", FileContent(str(path)))
+        else:
+            raise InputError(f"cannot read {path}: no such file or directory")
 
 
 def read_store(path: str | Path) -> Iterator[SourceDocument]:

@@ -42,7 +42,7 @@ try:
 except ImportError:  # not a POSIX system: the pipes keep their size
     fcntl = None  # type: ignore[assignment]
 
-from crawler.inputs import SourceDocument
+from crawler.inputs import FileContent, SourceDocument
 from crawler.processes import die_with_parent
 from dedup.canonical import html_joined_tokens, text_joined_tokens
 from dedup.document import Sketcher
@@ -86,15 +86,19 @@ def sketch_source(doc: SourceDocument) -> SketchedDocument:
     if doc.skip_reason:
         return SketchedDocument(doc.id, None, skip_reason=doc.skip_reason)
     unit = sketcher.params.unit
+    content = doc.content
+    if isinstance(content, FileContent):
+        try:
+            content = content.read()
+        except OSError as exc:
+            return SketchedDocument(doc.id, None, skip_reason=f"unreadable ({exc.strerror})")
     if doc.kind == "html":
         try:
-            tokens = html_joined_tokens(
-                doc.content, unit=unit, engine=engine, encoding=doc.encoding
-            )
+            tokens = html_joined_tokens(content, unit=unit, engine=engine, encoding=doc.encoding)
         except DocumentTooDeep:
             return SketchedDocument(doc.id, None, skip_reason="too_deep")
     else:
-        text = doc.content if isinstance(doc.content, str) else doc.content.decode("utf-8", "replace")
+        text = content if isinstance(content, str) else content.decode("utf-8", "replace")
         tokens = text_joined_tokens(text, unit=unit)
     if not tokens:
         return SketchedDocument(doc.id, None, skip_reason="empty")
@@ -236,7 +240,7 @@ def _chunks(sources: Iterable[SourceDocument]) -> Iterator[list[SourceDocument]]
     size = 0
     for doc in sources:
         chunk.append(doc)
-        size += len(doc.content)
+        size += 0 if isinstance(doc.content, FileContent) else len(doc.content)
         if len(chunk) == CHUNK or size >= CHUNK_BYTES:
             yield chunk
             chunk, size = [], 0

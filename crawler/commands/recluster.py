@@ -16,17 +16,26 @@ from crawler.commands.common import (
     resolve_config,
 )
 from crawler.config import apply_overrides
-from crawler.inputs import InputError, SourceDocument, read_jsonl, read_store, read_warc
+from crawler.inputs import (
+    InputError,
+    SourceDocument,
+    read_html_files,
+    read_jsonl,
+    read_store,
+    read_warc,
+)
 from storage.errors import StoreError
 
-HELP = "cluster a corpus (a store, WARC files, JSON Lines) into near-duplicate clusters"
+HELP = "cluster a corpus (a store, WARC, JSON Lines, HTML files) into near-duplicate clusters"
 DESCRIPTION = """\
 Re-cluster a corpus with Broder's greedy clustering: each document, in input order, joins the
 most resembling earlier cluster at or above --threshold, or starts a new one.
 
 Inputs (any mix, processed in the order given): --store DIR (the kept pages of a crawl),
 --warc FILE... (WARC or WARC.gz; HTML responses canonicalised exactly as the crawler does),
---jsonl FILE... (one JSON object per line; --id-field and --text-field name the fields).
+--jsonl FILE... (one JSON object per line; --id-field and --text-field name the fields),
+--html PATH... (HTML files, and the .html/.htm files under directories, such as a mirror made
+with wget --mirror; each page's id is its path).
 
 Output: -o clusters.jsonl, one line per document:
   {"id": ..., "cluster": 7, "representative": false, "resemblance": 0.93, "decision": ...}
@@ -36,6 +45,7 @@ The index is kept in LMDB (a temporary directory, or --index DIR), so memory sta
 examples:
   neardup recluster --warc crawl-*.warc.gz -o clusters.jsonl --threshold 0.8
   neardup recluster --jsonl corpus.jsonl --text-field body --sketch tiered --containment 0.9
+  neardup recluster --html mirror/example.org -o clusters.jsonl
   neardup recluster --store neardup-store --shingle-size 8 --json
   neardup recluster --store neardup-store --diff --threshold 0.8
                                         which pages a threshold of 0.8 would drop or keep
@@ -47,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--store", metavar="DIR", help="a neardup store (its kept pages)")
     src.add_argument("--warc", metavar="FILE", nargs="+", default=[], help="WARC files")
     src.add_argument("--jsonl", metavar="FILE", nargs="+", default=[], help="JSON Lines files")
+    src.add_argument("--html", metavar="PATH", nargs="+", default=[],
+                     help="HTML files, or directories of them (searched recursively)")
     src.add_argument("--id-field", default="id", help="JSON Lines id field (default: id)")
     src.add_argument("--text-field", default="text", help="JSON Lines text field (default: text)")
     out = parser.add_argument_group("output")
@@ -79,14 +91,19 @@ def _sources(args: argparse.Namespace) -> Iterator[SourceDocument]:
         readers.append(read_warc(args.warc))
     if args.jsonl:
         readers.append(read_jsonl(args.jsonl, args.id_field, args.text_field))
+    if args.html:
+        readers.append(read_html_files(args.html))
     return itertools.chain.from_iterable(readers)
 
 
 def run(args: argparse.Namespace) -> int:
     from crawler.recluster import recluster
 
-    if not (args.store or args.warc or args.jsonl):
-        raise UserError("nothing to cluster: give --store DIR, --warc FILE... or --jsonl FILE...")
+    if not (args.store or args.warc or args.jsonl or args.html):
+        raise UserError(
+            "nothing to cluster: "
+            "give --store DIR, --warc FILE..., --jsonl FILE... or --html PATH..."
+        )
     config = resolve_config(args)
     overrides = {f"dedup.{k}": getattr(args, k) for k in ("threshold", "containment",
                                                           "representative")

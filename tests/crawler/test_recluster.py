@@ -29,7 +29,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from crawler.cli import main
-from crawler.inputs import read_jsonl
+from crawler.inputs import FileContent, SourceDocument, read_jsonl
 from crawler.recluster import _line, _number, recluster
 from dedup.canonical import html_tokens, text_tokens
 from dedup.cluster import Assignment, Decision, GreedyClusterer, cluster_documents
@@ -397,6 +397,51 @@ def test_warc_input_is_canonicalised_as_the_crawler_does(tmp_path, capsys):
     assert report["summary"]["documents"] == len(pages)
 
 
+def test_html_files_are_read_where_they_are_sketched_and_cluster_as_their_pages(
+    tmp_path, capsys
+):
+    # the decisions are those of the pages' bytes sketched here, page for page
+    path, pages = warc_pages(tmp_path)
+    html = [(url, body) for url, body, charset in pages if charset in (None, "utf-8")]
+    mirror = tmp_path / "mirror"
+    (mirror / "b").mkdir(parents=True)
+    names = []
+    for k, (_, body) in enumerate(html):
+        name = mirror / ("b" if k % 2 else "") / f"p{k:02d}.html"
+        name.write_bytes(body)
+        names.append(str(name))
+    (mirror / "notes.txt").write_text("not a page")  # no HTML suffix: not read
+    out = tmp_path / "clusters.jsonl"
+    for jobs in ("1", "2"):
+        report = run_cli(capsys, "--html", str(mirror), "-o", str(out), "-j", jobs)
+        lines = read_lines(out)
+        assert [line["id"] for line in lines] == sorted(names)  # a directory: sorted paths
+        by_name = {line["id"]: line for line in lines}
+        params, dedup = SketchParams(), DedupParams()
+        sketcher = Sketcher(params)
+        made = [sketcher.sketch(html_tokens(Path(n).read_bytes())) for n in sorted(names)]
+        expected = cluster_documents([(m.sketch, m.content_hash) for m in made], dedup)
+        assert {a.decision.kind for a in expected} >= {"new", "near_duplicate"}
+        for name, want in zip(sorted(names), expected):
+            assert by_name[name]["cluster"] == want.cluster_id
+            assert by_name[name]["decision"] == want.decision.kind
+        assert report["summary"]["documents"] == len(names)
+    # files named one by one are taken in the order given
+    run_cli(capsys, "--html", names[3], names[0], "-o", str(out), "-j", "2")
+    assert [line["id"] for line in read_lines(out)] == [names[3], names[0]]
+
+
+def test_an_html_file_gone_before_it_is_read_is_skipped(tmp_path):
+    kept = tmp_path / "kept.html"
+    kept.write_text("<p>a page of a few words that stays where it was put</p>")
+    docs = [SourceDocument("gone", "html", FileContent(str(tmp_path / "gone.html"))),
+            SourceDocument("kept", "html", FileContent(str(kept)))]
+    out = io.StringIO()
+    result = recluster(docs, SketchParams(), DedupParams(), out=out, jobs=2)
+    assert result.skipped == {"unreadable (No such file or directory)": 1}
+    assert [json.loads(line)["id"] for line in out.getvalue().splitlines()] == ["kept"]
+
+
 def test_a_page_nested_too_deep_is_skipped_with_its_reason(tmp_path, capsys):
     # building its tree would take minutes (quadratic in depth): skipped, the rest clustered
     path = tmp_path / "deep.warc.gz"
@@ -541,6 +586,7 @@ def test_user_mistakes_are_one_line_errors(tmp_path, capsys):
         (["--jsonl", str(corpus), "--index", str(tmp_path / "a-file" / "sub")], "cannot create"),
         (["--jsonl", str(corpus), "-j", "0"], "--jobs must be at least 1"),
         (["--jsonl", str(tmp_path / "missing.jsonl")], "cannot read"),
+        (["--html", str(tmp_path / "missing.html")], "cannot read"),
         (["--warc", str(corpus)], "is not a WARC file"),
         (["--store", str(tmp_path / "nowhere")], "cannot open store"),
         ([], "nothing to cluster"),

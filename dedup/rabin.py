@@ -18,7 +18,9 @@ Fingerprints of concatenations combine (§4.3, the "sliding window"): f(u ‖ v)
 f(v) mod P. So a window of w <= 4 units is the XOR of w maps of single units (the unit shifted by
 the units after it), and one gather fetches all four images of a unit at once. Wider windows
 follow from narrower ones, the windows of 8 from those of 4 and so on: about log2(w) more maps
-per position instead of w.
+per position instead of w. Where ``dedup/_tokens.c`` was built, windows of up to four units are
+computed there in one pass instead, from the same maps as byte tables (eight entries per unit
+and map, 64 KiB for all four, which stay in cache); the numpy way defines the result.
 
 >>> rf = RabinFingerprinter((1 << 64) | 0b11011)  # x^64 + x^4 + x^3 + x + 1
 >>> hex(rf.fingerprint(b"\\x01"))  # x^64 mod P

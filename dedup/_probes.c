@@ -108,14 +108,26 @@ static int parse(PyObject *args, probe_args *a, Py_ssize_t item, Py_ssize_t out_
     return 0;
 }
 
+/* Row (or probe) r's position of a key: the top bits of key * multiplier, mod 2^64. */
+static inline uint64_t position(const probe_args *a, uint64_t key, Py_ssize_t r)
+{
+    return (key * ((const uint64_t *)a->multipliers.buf)[r]) >> a->shift;
+}
+
+/* Row r's counter of a key, in the table of rows side by side, 2^bits counters each. */
+static inline Py_ssize_t counter(const probe_args *a, uint64_t key, Py_ssize_t r)
+{
+    return (r << (64 - a->shift)) + (Py_ssize_t)position(a, key, r);
+}
+
 static PyObject *count_add(PyObject *Py_UNUSED(module), PyObject *args)
 {
     probe_args a;
     if (parse(args, &a, 4, 0, 1) < 0)
         return NULL;
     uint32_t *counts = a.table.buf;
-    const uint64_t *m = a.multipliers.buf, *keys = a.keys.buf;
-    Py_ssize_t width = (Py_ssize_t)1 << (64 - a.shift), total = a.n * a.rows;
+    const uint64_t *keys = a.keys.buf;
+    Py_ssize_t total = a.n * a.rows;
     /* read every counter before writing any: a counter met twice gets old + 1 twice */
     uint64_t *cell = PyMem_Malloc((size_t)(total ? total : 1) * sizeof *cell);
     if (cell == NULL) {
@@ -130,7 +142,7 @@ static PyObject *count_add(PyObject *Py_UNUSED(module), PyObject *args)
     }
     for (Py_ssize_t r = 0, k = 0; r < a.rows; r++)
         for (Py_ssize_t i = 0; i < a.n; i++, k++) {
-            cell[k] = (uint64_t)(r * width) + ((keys[i] * m[r]) >> a.shift);
+            cell[k] = (uint64_t)counter(&a, keys[i], r);
             value[k] = counts[cell[k]] + 1u;
         }
     for (Py_ssize_t k = 0; k < total; k++)
@@ -147,13 +159,12 @@ static PyObject *count_min(PyObject *Py_UNUSED(module), PyObject *args)
     if (parse(args, &a, 4, 4, 1) < 0)
         return NULL;
     const uint32_t *counts = a.table.buf;
-    const uint64_t *m = a.multipliers.buf, *keys = a.keys.buf;
+    const uint64_t *keys = a.keys.buf;
     uint32_t *out = a.out.buf;
-    Py_ssize_t width = (Py_ssize_t)1 << (64 - a.shift);
     for (Py_ssize_t i = 0; i < a.n; i++) {
         uint32_t least = UINT32_MAX;
         for (Py_ssize_t r = 0; r < a.rows; r++) {
-            uint32_t c = counts[r * width + (Py_ssize_t)((keys[i] * m[r]) >> a.shift)];
+            uint32_t c = counts[counter(&a, keys[i], r)];
             least = c < least ? c : least;
         }
         out[i] = least;
@@ -168,11 +179,11 @@ static PyObject *bloom_add(PyObject *Py_UNUSED(module), PyObject *args)
     if (parse(args, &a, 8, 0, 0) < 0)
         return NULL;
     uint64_t *words = a.table.buf;
-    const uint64_t *m = a.multipliers.buf, *keys = a.keys.buf;
+    const uint64_t *keys = a.keys.buf;
     for (Py_ssize_t i = 0; i < a.n; i++)
         for (Py_ssize_t r = 0; r < a.rows; r++) {
-            uint64_t position = (keys[i] * m[r]) >> a.shift;
-            words[position >> 6] |= (uint64_t)1 << (position & 63);
+            uint64_t bit = position(&a, keys[i], r);
+            words[bit >> 6] |= (uint64_t)1 << (bit & 63);
         }
     release(&a);
     Py_RETURN_NONE;
@@ -184,13 +195,13 @@ static PyObject *bloom_test(PyObject *Py_UNUSED(module), PyObject *args)
     if (parse(args, &a, 8, 1, 0) < 0)
         return NULL;
     const uint64_t *words = a.table.buf;
-    const uint64_t *m = a.multipliers.buf, *keys = a.keys.buf;
+    const uint64_t *keys = a.keys.buf;
     unsigned char *out = a.out.buf;
     for (Py_ssize_t i = 0; i < a.n; i++) {
         int all = 1;
         for (Py_ssize_t r = 0; r < a.rows && all; r++) {
-            uint64_t position = (keys[i] * m[r]) >> a.shift;
-            all = (words[position >> 6] >> (position & 63)) & 1;
+            uint64_t bit = position(&a, keys[i], r);
+            all = (words[bit >> 6] >> (bit & 63)) & 1;
         }
         out[i] = (unsigned char)all;
     }

@@ -7,14 +7,14 @@ default 2,400 pages on one template (articles made of real sentences from Debian
 documentation, listing pages, a robots.txt), 35% of them copies of an original: exact mirrors,
 markup-only variants, a copyright line added, links rewritten for a mirror, a few words
 changed, printable versions, truncated transfers. It is written to a temporary directory and
-served by :func:`crawler.server.serve` on 127.0.0.1, so a crawl from ``/`` reaches every page.
+served by :func:`crawler.demo.server.serve` on 127.0.0.1, so a crawl from ``/`` reaches every page.
 
 **The crawls.** Each in a fresh Python process (no reactor state or heap carried over) and a
-fresh store, through :func:`crawler.commands.crawl.crawl`, the function ``neardup crawl``
+fresh store, through :func:`crawler.cli.crawl.crawl`, the function ``neardup crawl``
 runs, with the built-in configuration and no progress line:
 
-* **with** the dedup stage: :data:`crawler.commands.crawl.PIPELINES` (dedup, then storage),
-  whose work runs in its worker process beside the crawl (:mod:`crawler.session`);
+* **with** the dedup stage: :data:`crawler.cli.crawl.PIPELINES` (dedup, then storage),
+  whose work runs in its worker process beside the crawl (:mod:`crawler.pipelines.session`);
 * **inline** (with ``--inline``): the same, ``NEARDUP_WORKER="inline"``, so the work runs on
   Scrapy's own thread, as it did before the worker process: what the worker saves;
 * **without** it: the same spider and settings with ``NEARDUP_ENABLED=False``, so both
@@ -95,7 +95,7 @@ def child_main(spec_path: str) -> None:
     from dataclasses import replace
 
     spec = json.loads(Path(spec_path).read_text("utf-8"))
-    from crawler.commands.crawl import crawl
+    from crawler.cli.crawl import crawl
     from crawler.config import Config, apply_overrides
 
     config = apply_overrides(replace(Config(), store=spec["store"]), spec["overrides"])
@@ -151,8 +151,8 @@ def _time_pipelines() -> dict[str, float]:
     import functools
 
     from crawler.pipelines import DedupPipeline, StoragePipeline
-    from crawler.session import DedupSession
-    from crawler.worker import Worker
+    from crawler.pipelines.session import DedupSession
+    from crawler.work.process import Worker
 
     spent: dict[str, float] = {}
 
@@ -377,7 +377,7 @@ def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.crawl_site import build_site
     from crawler.config import Config
-    from crawler.server import serve
+    from crawler.demo.server import serve
 
     overrides: dict[str, Any] = {}
     if not args.autothrottle:
@@ -495,7 +495,7 @@ def render(results: dict[str, Any]) -> str:
         lines.append(f"  (the corpus could not be used: {site['corpus_error']})")
     lines += [
         (
-            f"crawls: crawler.commands.crawl.crawl (as neardup crawl, no progress line), each in a "
+            f"crawls: crawler.cli.crawl.crawl (as neardup crawl, no progress line), each in a "
             f"fresh process and store; concurrency {s['concurrency']}, AutoThrottle "
             f"{'on' if s['autothrottle'] else 'off'}, download delay {s['download_delay']}, "
             f"robots.txt {'obeyed' if s['robots_txt'] else 'ignored'}; median of {s['repeats']} "

@@ -80,8 +80,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.edits import edit_page
-from crawler.inputs import SourceDocument, read_html_files, read_jsonl
-from crawler.recluster import BATCH, recluster
+from crawler.recluster.inputs import SourceDocument, read_html_files, read_jsonl
+from crawler.recluster.run import BATCH, recluster
 from dedup.canonical import html_text, html_tokens, text_tokens
 from dedup.params import DedupParams, SketchParams
 from dedup.units import to_units

@@ -4,7 +4,7 @@ Every page gets a line, dropped ones too, so "why was this page dropped?" can be
 the crawl (``neardup log``, ``neardup explain``). Lines are flushed as they are written, so a
 crashed run leaves a log up to its last decision; a line cut by the crash is skipped on reading.
 
-The crawl (``crawler.session``) writes a batch's lines right after the commit that makes them
+The crawl (``crawler.pipelines.session``) writes a batch's lines right after the commit that makes them
 true, so the log never names a page the store lost in a crash; a kill between a commit and its
 lines can only leave stored pages without a line. The store is the record of what was kept; the
 log is the record of what was decided.

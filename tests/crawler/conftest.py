@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 
 from crawler.config import Config
-from crawler.demo_site import SITE_DIR
+from crawler.demo import SITE_DIR
 from crawler.items import PageItem
-from crawler.server import serve
+from crawler.demo.server import serve
 from crawler.settings import scrapy_settings
 from tests.crawler.sites import bad_routes
 

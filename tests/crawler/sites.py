@@ -1,4 +1,4 @@
-"""Test sites: route tables for :func:`crawler.server.serve`, each page with what a crawl of it
+"""Test sites: route tables for :func:`crawler.demo.server.serve`, each page with what a crawl of it
 must produce (a skip reason, or tokens containing some words).
 
 The bad-input site is everything a crawler meets on the open web and must survive: malformed and
@@ -14,7 +14,7 @@ import gzip
 import random
 from dataclasses import dataclass
 
-from crawler.server import Route
+from crawler.demo.server import Route
 
 #: the crawl settings the expectations below assume
 BAD_SITE_SETTINGS = {

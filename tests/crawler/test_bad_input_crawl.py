@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from crawler.server import Route, serve
+from crawler.demo.server import Route, serve
 from storage.log import read_log
 from storage.verify import verify_store
 from tests.crawler.sites import BAD_SITE_SETTINGS, bad_cases, expected_items

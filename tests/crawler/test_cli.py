@@ -14,8 +14,8 @@ import pytest
 from crawler.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-ARTICLE = ROOT / "crawler" / "samples" / "article.html"
-MIRROR = ROOT / "crawler" / "samples" / "article-mirror.html"
+ARTICLE = ROOT / "tests" / "crawler" / "samples" / "article.html"
+MIRROR = ROOT / "tests" / "crawler" / "samples" / "article-mirror.html"
 
 
 def run_json(capsys, *argv: str):

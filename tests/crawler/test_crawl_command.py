@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from crawler.cli import main
-from crawler.server import Route, serve
+from crawler.demo.server import Route, serve
 from dedup.params import SketchParams
 from storage.store import Store
 from storage.verify import verify_store
@@ -215,7 +215,7 @@ def test_help_names_the_resume_and_the_log():
 
 def test_the_progress_line_doctests():
     # crawler/ is outside pytest's doctest paths; its examples must still hold
-    import crawler.progress
+    import crawler.extensions.progress
 
-    result = doctest.testmod(crawler.progress)
+    result = doctest.testmod(crawler.extensions.progress)
     assert result.attempted > 0 and result.failed == 0

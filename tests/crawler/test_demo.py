@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from crawler.cli import main
-from crawler.demo_site import load_truth
+from crawler.demo import load_truth
 from storage.store import Store
 from storage.verify import verify_store
 from tests.crawler.test_crawl_command import neardup

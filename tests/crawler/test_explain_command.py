@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from crawler.cli import main
-from crawler.demo_site import SITE_DIR, load_truth
-from crawler.textdiff import width_of
+from crawler.demo import SITE_DIR, load_truth
+from crawler.review.textdiff import width_of
 from storage.records import DocumentRecord
 from storage.store import Store
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from crawler.server import Route, serve
+from crawler.demo.server import Route, serve
 from storage.log import read_log
 from storage.store import Store
 from storage.verify import verify_store
@@ -124,7 +124,7 @@ def kept_pages(store: Path) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def site() -> Any:
-    # 10 ms a page: the decisions run beside the fetching (crawler.session), so without a pause
+    # 10 ms a page: the decisions run beside the fetching (crawler.pipelines.session), so without a pause
     # a restarted crawl could fetch the whole site before a kill lands
     with serve(fault_site(delay=0.01)) as base:
         yield base

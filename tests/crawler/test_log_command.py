@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from crawler.cli import main
-from crawler.demo_site import load_truth
-from crawler.textdiff import width_of
+from crawler.demo import load_truth
+from crawler.review.textdiff import width_of
 
 ROOT = Path(__file__).resolve().parents[2]
 TRUTH = load_truth()["pages"]

@@ -19,8 +19,8 @@ from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 
-from crawler.commands.crawl import BREADTH_FIRST, PIPELINES
-from crawler.demo_site import load_truth
+from crawler.cli.crawl import BREADTH_FIRST, PIPELINES
+from crawler.demo import load_truth
 from crawler.pipelines import (
     Contained,
     DedupPipeline,
@@ -294,7 +294,7 @@ class KillTheWorker:
 
     def process_item(self, item: Any) -> Any:
         if item.url.endswith("/guides/packing-list.html"):
-            from crawler.session import DedupSession
+            from crawler.pipelines.session import DedupSession
 
             session = DedupSession.find(self.crawler)
             assert session is not None and session.in_worker
@@ -373,7 +373,7 @@ def test_bad_settings_are_named(tmp_path):
 
 
 def test_a_page_crosses_to_the_worker_unchanged():
-    from crawler.page_view import PageView
+    from crawler.work.page import PageView
 
     for tokens in (["a", "rose"], ["a\x00b", "c"], [""], [], None):
         page = PageView("http://a.test/", tokens, "empty", "detail", 404, [("A", "b")], b"x",

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from crawler.cli import main
-from crawler.recluster_diff import NOT_COMPARED, diff_store
+from crawler.recluster.diff import NOT_COMPARED, diff_store
 from dedup.params import DedupParams, SketchParams
 from storage.records import DocumentRecord
 from storage.store import Store

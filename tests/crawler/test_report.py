@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 from crawler.cli import main
-from crawler.demo_site import SITE_DIR
-from crawler.report import CSP, aligned, collect, page_title, render
-from crawler.server import Route, serve
+from crawler.demo import SITE_DIR
+from crawler.review.report import CSP, aligned, collect, page_title, render
+from crawler.demo.server import Route, serve
 from storage.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,7 +177,7 @@ def test_largest_clusters_list_their_members_with_titles(site):
 
 
 def test_each_dropped_page_has_what_explain_says(site, report):
-    from crawler.review import explain
+    from crawler.review.explain import explain
 
     data = collect(site.store, threshold=0.9)
     views = {v.row.url[len(site.base) :]: v for v in data.dropped}

@@ -1,5 +1,5 @@
-"""crawler.review (the facts behind ``log``, ``explain``, ``report``) on stores of real crawls,
-and crawler.textdiff (the side-by-side view ``explain`` prints)."""
+"""crawler.review.explain (the facts behind ``log``, ``explain``, ``report``) on stores of real crawls,
+and crawler.review.textdiff (the side-by-side view ``explain`` prints)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from crawler.cli import main
 from crawler.config import Config
-from crawler.demo_site import SITE_DIR, load_truth
-from crawler.review import (
+from crawler.demo import SITE_DIR, load_truth
+from crawler.review.explain import (
     DROPPED,
     LogFilter,
     UnknownURL,
@@ -30,7 +30,7 @@ from crawler.review import (
     stored_text,
     tokens_of_text,
 )
-from crawler.textdiff import differences, passages, side_by_side
+from crawler.review.textdiff import differences, passages, side_by_side
 from dedup.canonical import text_tokens
 from dedup.document import content_hash
 from storage.store import Store
@@ -266,7 +266,7 @@ def test_a_cut_text_gives_exact_values_of_its_prefix_and_says_so(cut):
             assert len(e.page.tokens) < 60 < len(e.original.tokens)
 
 
-# --- crawler.textdiff: the side-by-side view explain prints --------------------------------------
+# --- crawler.review.textdiff: the side-by-side view explain prints --------------------------------------
 
 words = st.lists(st.sampled_from(["a", "rose", "is", "the", "fell", "longerword"]), max_size=60)
 _MARKS = re.compile(r"\[-|-\]|\{\+|\+\}")
@@ -331,7 +331,7 @@ def test_the_review_config_reaches_the_crawl_settings():
     from scrapy.settings import Settings
 
     from crawler.config import apply_overrides
-    from crawler.session_settings import SessionSettings
+    from crawler.work.settings import SessionSettings
     from crawler.settings import scrapy_settings
 
     config = apply_overrides(Config(), {"review.keep_text": False, "review.max_text_bytes": 99})

@@ -1,4 +1,4 @@
-"""crawler.sketch_pool: real worker processes, real pipes; the order, errors and ends they promise.
+"""crawler.recluster.pool: real worker processes, real pipes; the order, errors and ends they promise.
 
 Each test compares the pool's sketches with the same documents sketched one by one in this
 process, so a chunk dealt to the wrong worker or read out of turn fails it.
@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from crawler.inputs import SourceDocument
-from crawler.sketch_pool import (
+from crawler.recluster.inputs import SourceDocument
+from crawler.recluster.pool import (
     CHUNK,
     CHUNK_BYTES,
     PIPE_BYTES,

@@ -23,10 +23,10 @@ from scrapy.settings import Settings
 from w3lib.url import canonicalize_url
 
 from crawler.config import Config, config_from_dict
-from crawler.demo_site import SITE_DIR, load_truth
-from crawler.demo_site import build as demo_build
+from crawler.demo import SITE_DIR, load_truth
+from crawler.demo import build as demo_build
 from crawler.items import PageItem
-from crawler.server import Route, serve
+from crawler.demo.server import Route, serve
 from crawler.settings import neardup_defaults, scrapy_settings
 from crawler.spiders.site import AllowedHost, SiteSpider, _patterns
 from dedup.canonical import html_tokens
@@ -136,7 +136,7 @@ def test_allowed_hosts_respect_ports_and_subdomains():
 
 @pytest.mark.parametrize(
     "module",
-    ["crawler.server", "crawler.settings", "crawler.spiders.site", "crawler.demo_site"],
+    ["crawler.demo.server", "crawler.settings", "crawler.spiders.site", "crawler.demo"],
 )
 def test_doctests(module):
     # crawler/ is outside pytest's doctest paths; its examples must still hold

@@ -10,9 +10,9 @@ from tests.crawler.test_faults import ROOT
 
 def test_the_worker_module_imports_neither_scrapy_nor_the_spider():
     probe = (
-        "import sys, crawler.worker; "
+        "import sys, crawler.work.process; "
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('scrapy', 'twisted', 'itemadapter') or m in ('crawler.review', 'crawler.settings', "
+        "('scrapy', 'twisted', 'itemadapter') or m in ('crawler.review.explain', 'crawler.settings', "
         "'crawler.spiders.site')); print(heavy)"
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,

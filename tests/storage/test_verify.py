@@ -7,8 +7,8 @@ import json
 import pytest
 
 from crawler.cli import main
-from crawler.commands import COMMANDS
-from crawler.commands import verify as verify_command
+from crawler.cli import COMMANDS
+from crawler.cli import verify as verify_command
 from storage.lmdb_env import pack_id
 from storage.records import DocumentRecord
 from storage.store import Store
@@ -33,7 +33,7 @@ def make_store(path, documents=6, **kwargs):
 
 @pytest.fixture(autouse=True)
 def registered(monkeypatch):
-    """The command as the CLI registers it (whether or not crawler.commands lists it yet)."""
+    """The command as the CLI registers it (whether or not crawler.cli lists it yet)."""
     monkeypatch.setitem(COMMANDS, "verify", verify_command)
 
 

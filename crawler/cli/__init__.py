@@ -1,0 +1,84 @@
+"""The ``neardup`` command line: one sub-command per module of this package.
+
+Each command module has ``HELP``, ``DESCRIPTION``, ``add_arguments(parser)`` and ``run(args)``;
+:data:`COMMANDS` lists them in the order ``neardup --help`` shows them.
+
+A user mistake (bad file, bad key, bad value) ends with one line on stderr and exit status 2,
+never a traceback; an interrupted command exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from crawler.cli import compare, crawl, curve, demo, explain, log, recluster, report, verify
+from crawler.cli.common import UserError
+from crawler.config import ConfigError
+
+COMMANDS: dict[str, ModuleType] = {
+    "crawl": crawl,
+    "demo": demo,
+    "recluster": recluster,
+    "verify": verify,
+    "compare": compare,
+    "curve": curve,
+    "log": log,
+    "explain": explain,
+    "report": report,
+}
+
+DESCRIPTION = """\
+Find near-duplicate documents the way Broder's "On the resemblance and containment of documents"
+does: canonical tokens -> w-shingles -> Rabin fingerprints -> a small sketch per document ->
+estimated resemblance and containment.
+"""
+
+EPILOG = """\
+examples:
+  neardup compare page1.html page2.html      how alike are two documents?
+  neardup compare a.txt b.txt --json          the same, for machines
+  neardup curve --sketch-size 100 --matches 90 --plot curve.png
+                                              chance that a pair is called a duplicate
+
+Defaults come from ./config.yaml when present, else the built-in ones (equal to the
+repository's config.yaml). Every command has --help.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="neardup",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module in COMMANDS.items():
+        cmd = sub.add_parser(
+            name,
+            help=module.HELP,
+            description=module.DESCRIPTION,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(cmd)
+        cmd.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except (UserError, ConfigError) as exc:
+        print(f"neardup {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"neardup {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+

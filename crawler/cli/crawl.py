@@ -1,0 +1,467 @@
+"""``neardup crawl URL...``: crawl a site into a store, one copy of every page.
+
+Runs Scrapy's engine (``AsyncCrawlerProcess``) with :class:`~crawler.spiders.SiteSpider`, the
+dedup and storage stages of :mod:`crawler.pipelines` and the progress line of
+:mod:`crawler.extensions.progress`. :func:`crawl` is the part ``neardup demo`` shares.
+
+**Stopping and resuming.** Scrapy keeps the crawl's queue and seen-requests in a JOBDIR, here
+``<store>/jobdir``. Ctrl-C stops cleanly (the last batch commits, the queue is saved) and the
+same command resumes. A crawl that was *killed* (SIGKILL, a power cut) cannot be trusted to have
+saved its queue consistently, so a marker file, ``<store>/crawl.running``, is written when a
+crawl starts and removed when it stops cleanly: found on the next start, it means the JOBDIR is
+discarded and the crawl starts again from its start URLs. That costs refetching, not
+correctness: the store's URL table makes every page it already decided a no-op, and the pages
+of the batch the kill interrupted were never committed, so they are decided again. A finished
+crawl removes its JOBDIR, so running the command again refetches the site and decides only the
+pages that are new. ``<store>/crawl.lock`` (an ``flock``, released by the kernel however the
+process ends) keeps two crawls off one store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from crawler.cli.common import UserError, add_config_arguments, resolve_config
+from crawler.config import Config, parse_assignment
+from storage.errors import StoreBusyError
+from storage.store import hold_lock
+
+if TYPE_CHECKING:
+    # typing.Self requires Python 3.11
+    from typing_extensions import Self
+
+HELP = "crawl a site, keeping one copy of every page (exact and near duplicates dropped)"
+DESCRIPTION = """\
+Crawl from the start URLs (their hosts only, unless crawl.allowed_domains says otherwise) and
+decide every page as it arrives: kept (stored, as WARC), exact_duplicate or near_duplicate
+(dropped: its canonical text equals, or its sketch resembles, a page already kept), contained
+(with dedup.containment set) or skipped with a reason (not HTML, empty, an HTTP error, ...).
+Every decision is one JSON line in <store>/logs/<run>.jsonl, dropped pages too.
+
+Pages are crawled breadth first, so the copy that is kept is usually the one nearest the start
+page. A live line on stderr shows progress; at the end a summary says what was kept and
+dropped and where the store and the log are.
+
+Ctrl-C stops cleanly; the same command then resumes where it stopped. After a crash or a kill
+the crawl starts again from the start URLs and passes over every page the store already has.
+
+examples:
+  neardup crawl https://example.org/ --store example-store
+  neardup crawl https://example.org/docs/ --set crawl.max_pages=500 --set dedup.threshold=0.8
+  neardup crawl http://127.0.0.1:8000/ --set crawl.concurrency=1 --quiet --json
+  neardup crawl https://example.org/ -s REDIRECT_MAX_TIMES=5 -s RETRY_TIMES=0
+"""
+
+#: the crawl's state files inside the store
+JOBDIR = "jobdir"
+MARKER = "crawl.running"
+LOCK = "crawl.lock"
+_START = "neardup-start.json"
+
+#: breadth-first order: Scrapy's documented settings for a broad crawl
+BREADTH_FIRST = {
+    "DEPTH_PRIORITY": 1,
+    "SCHEDULER_DISK_QUEUE": "scrapy.squeues.PickleFifoDiskQueue",
+    "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
+}
+PIPELINES = {
+    "crawler.pipelines.DedupPipeline": 300,
+    "crawler.pipelines.StoragePipeline": 400,
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("urls", metavar="URL", nargs="+", help="start URL(s), http or https")
+    parser.add_argument(
+        "--store", metavar="DIR", help="store directory (default: 'store' in the config file)"
+    )
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress line")
+    parser.add_argument(
+        "--verbose", "-v", action="store_true", help="Scrapy's INFO log on stderr too"
+    )
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.add_argument(
+        "-s", "--scrapy-setting", metavar="NAME=VALUE", action="append", default=[],
+        help="a Scrapy setting, as scrapy crawl -s takes it (wins over everything; repeatable)",
+    )  # fmt: skip
+    add_config_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = resolve_config(args)
+    if args.store:
+        config = replace(config, store=args.store)
+    urls = check_start_urls(args.urls)
+    settings = dict(parse_assignment(a) for a in args.scrapy_setting)
+    outcome = crawl(
+        config,
+        urls,
+        progress=not (args.quiet or args.json),
+        verbose=args.verbose,
+        settings=settings,
+    )
+    if args.json:
+        print(json.dumps(outcome.to_dict(), indent=2))
+    else:
+        print(outcome.render())
+    return outcome.exit_status
+
+
+def check_start_urls(urls: list[str]) -> list[str]:
+    """The start URLs as given, or a UserError naming the first one that is not http(s)."""
+    for url in urls:
+        try:
+            parts = urlsplit(url)
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+            parts.port  # noqa: B018 - raises ValueError for a bad port
+        except ValueError:
+            ok = False
+        if not ok:
+            raise UserError(f"not an http(s) URL: {url!r} (e.g. https://example.org/)")
+    return list(urls)
+
+
+# --- the outcome ---------------------------------------------------------------------------------
+
+
+@dataclass
+class CrawlOutcome:
+    """What a crawl did, for the summary (and for ``neardup demo``)."""
+
+    store: Path
+    run_id: str
+    log: Path
+    scrapy_log: Path
+    start_urls: list[str]
+    #: Scrapy's close reason ("finished", "shutdown" after Ctrl-C, ...); None if it never closed
+    reason: str | None = None
+    seconds: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+    decisions: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    already_decided: int = 0
+    #: True when the session committed everything it decided
+    clean: bool = True
+    resumed: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.reason == "shutdown"
+
+    @property
+    def exit_status(self) -> int:
+        if not self.clean or self.reason is None:
+            return 1
+        return 130 if self.interrupted else 0
+
+    @property
+    def decided(self) -> int:
+        return sum(self.decisions.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "store": str(self.store),
+            "run_id": self.run_id,
+            "log": str(self.log),
+            "scrapy_log": str(self.scrapy_log),
+            "start_urls": self.start_urls,
+            "reason": self.reason,
+            "interrupted": self.interrupted,
+            "resumed": self.resumed,
+            "seconds": round(self.seconds, 3),
+            "responses": self.stats.get("response_received_count", 0),
+            "decided": self.decided,
+            "decisions": {k: self.decisions.get(k, 0) for k in _ORDER},
+            "skipped": dict(sorted(self.skipped.items())),
+            "already_decided": self.already_decided,
+            "notes": self.notes,
+            "stats": {k: v for k, v in sorted(self.stats.items()) if k.startswith("neardup/")},
+        }
+
+    def render(self) -> str:
+        d = self.decisions
+        rate = self.decided / self.seconds if self.seconds else 0.0
+        state = {
+            "finished": "finished",
+            "shutdown": "interrupted",
+            None: "did not finish",
+        }.get(self.reason, f"stopped ({self.reason})")
+        pages = "page" if self.decided == 1 else "pages"
+        lines = [
+            (
+                f"crawl {state}: {self.decided:,} {pages} decided in {self.seconds:.1f} s "
+                f"({rate:.1f}/s), {self.stats.get('response_received_count', 0):,} responses"
+            ),
+            f"  kept               {d.get('kept', 0):>7,}   stored in {self.store / 'pages'}",
+            f"  exact duplicates   {d.get('exact_duplicate', 0):>7,}   dropped",
+            f"  near duplicates    {d.get('near_duplicate', 0):>7,}   dropped",
+        ]
+        if d.get("contained"):
+            lines.append(f"  contained          {d['contained']:>7,}   dropped")
+        reasons = ", ".join(f"{r} {n:,}" for r, n in sorted(self.skipped.items(), key=_by_count))
+        lines.append(f"  skipped            {d.get('skipped', 0):>7,}   {reasons}".rstrip())
+        if self.already_decided:
+            lines.append(
+                f"  already decided    {self.already_decided:>7,}   by an earlier run; passed over"
+            )
+        lines += [f"note: {n}" for n in self.notes]
+        lines += [
+            f"dedup log:  {self.log}",
+            f"Scrapy log: {self.scrapy_log}",
+            f"store:      {self.store}   (check it: neardup verify --store {self.store})",
+        ]
+        if self.interrupted:
+            lines.append("interrupted: run the same command again to resume where it stopped")
+        elif not self.clean:
+            lines.append(f"the store could not be written: see {self.scrapy_log}")
+        return "\n".join(lines)
+
+
+_ORDER = ("kept", "exact_duplicate", "near_duplicate", "contained", "skipped")
+
+
+def _by_count(pair: tuple[str, int]) -> tuple[int, str]:
+    return (-pair[1], pair[0])
+
+
+# --- the crawl's state files ---------------------------------------------------------------------
+
+
+class CrawlState:
+    """The lock, the unclean-stop marker and the JOBDIR of one store (see the module doc)."""
+
+    def __init__(self, store: Path) -> None:
+        self.store = store
+        self.jobdir = store / JOBDIR
+        self.marker = store / MARKER
+        self._lock: IO[bytes] | None = None
+
+    def __enter__(self) -> Self:
+        self.store.mkdir(parents=True, exist_ok=True)
+        try:  # held for the whole crawl
+            fh = hold_lock(
+                self.store / LOCK, busy=f"store {self.store} is being crawled by another process "
+                "(pid {pid})"
+            )
+        except StoreBusyError as exc:
+            raise UserError(str(exc)) from None
+        self._lock = fh
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def prepare(self, start_urls: list[str], run_id: str) -> tuple[bool, list[str]]:
+        """Decide what to do with a JOBDIR left behind; write the marker. (resumed, notes)"""
+        notes: list[str] = []
+        resumed = False
+        if self.marker.exists():
+            before = _read_json(self.marker)
+            shutil.rmtree(self.jobdir, ignore_errors=True)
+            notes.append(
+                f"the previous crawl (run {before.get('run_id', '?')}) did not stop cleanly; "
+                "its queue was discarded and the crawl starts again from the start URLs, "
+                "passing over the pages the store already has"
+            )
+        elif self.jobdir.is_dir():
+            saved = _read_json(self.jobdir / _START)
+            if saved.get("start_urls") == start_urls:
+                resumed = True
+                notes.append(f"resuming the interrupted crawl of run {saved.get('run_id', '?')}")
+            else:
+                shutil.rmtree(self.jobdir, ignore_errors=True)
+                notes.append(
+                    "discarded the queue of an interrupted crawl of other start URLs "
+                    f"({', '.join(saved.get('start_urls') or ['?'])})"
+                )
+        record = {"run_id": run_id, "pid": os.getpid(), "start_urls": start_urls,
+                  "started": time.time()}  # fmt: skip
+        _write_json(self.marker, record)
+        self.jobdir.mkdir(exist_ok=True)
+        if not resumed:
+            _write_json(self.jobdir / _START, record)
+        return resumed, notes
+
+    def finish(self, *, opened: bool, clean: bool, reason: str | None) -> None:
+        """Remove the marker; keep the JOBDIR only when a resume can continue from it."""
+        if opened and (not clean or reason is None or reason == "finished"):
+            # finished: nothing left to resume; unclean: the queue cannot be trusted
+            shutil.rmtree(self.jobdir, ignore_errors=True)
+        self.marker.unlink(missing_ok=True)
+        _fsync_dir(self.store)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# --- running Scrapy ------------------------------------------------------------------------------
+
+
+def check_store(config: Config) -> None:
+    """Open the store once before Scrapy starts, so a mismatch, a busy store or a threshold its
+    index cannot serve (see :func:`dedup.cluster.indexed_count`) is one line."""
+    from dedup.cluster import GreedyClusterer
+    from storage.errors import StoreError
+    from storage.store import Store
+
+    try:
+        with Store.open(config.store, config.sketch) as store:
+            GreedyClusterer(store.index, config.dedup)
+    except (StoreError, OSError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+
+
+def crawl(
+    config: Config,
+    start_urls: list[str],
+    *,
+    progress: bool = True,
+    verbose: bool = False,
+    settings: dict[str, Any] | None = None,
+) -> CrawlOutcome:
+    """Crawl ``start_urls`` into ``config.store``; Scrapy ``settings`` override the mapped ones.
+
+    Runs a Twisted reactor, so it can be called once per process.
+    """
+    from scrapy import signals
+    from scrapy.crawler import AsyncCrawlerProcess
+
+    from crawler.pipelines.session import DedupSession
+    from crawler.settings import scrapy_settings
+    from crawler.spiders import SiteSpider
+    from storage.log import new_run_id
+
+    store = Path(config.store).resolve()
+    config = replace(config, store=str(store))
+    if store.exists() and not store.is_dir():
+        raise UserError(f"store {store} is not a directory")
+    run_id = new_run_id()
+    with CrawlState(store) as state:
+        check_store(config)
+        resumed, notes = state.prepare(start_urls, run_id)
+        logs = store / "logs"
+        outcome = CrawlOutcome(
+            store=store,
+            run_id=run_id,
+            log=logs / f"{run_id}.jsonl",
+            scrapy_log=logs / f"{run_id}.scrapy.log",
+            start_urls=start_urls,
+            resumed=resumed,
+            notes=notes,
+        )
+        merged = {
+            **scrapy_settings(config),
+            **BREADTH_FIRST,
+            "ITEM_PIPELINES": PIPELINES,
+            # added only when wanted: a disabled extension is a WARNING line in Scrapy's log
+            "EXTENSIONS": {"crawler.extensions.progress.ProgressLine": 500} if progress else {},
+            "NEARDUP_PROGRESS": progress,
+            "NEARDUP_RUN_ID": run_id,
+            "NEARDUP_STORE": str(store),
+            "JOBDIR": str(state.jobdir),
+            "LOG_FILE": str(outcome.scrapy_log),
+            "LOG_LEVEL": "DEBUG" if verbose else "INFO",
+            **(settings or {}),
+        }
+        seen: dict[str, Any] = {"opened": False, "reason": None}
+        handler = _stderr_handler(logging.INFO if verbose else logging.WARNING)
+        crawler = None
+        started = time.monotonic()
+        error: BaseException | None = None
+        # everything after the marker is written runs under this try, so that only a kill
+        # (never an exception or a Ctrl-C before Scrapy starts) can leave the marker behind
+        try:
+            logs.mkdir(exist_ok=True)
+            process = AsyncCrawlerProcess(merged)
+            logging.getLogger().addHandler(handler)
+            crawler = process.create_crawler(SiteSpider)
+
+            def opened(**_: Any) -> None:
+                seen["opened"] = True
+
+            def closed(reason: str, **_: Any) -> None:
+                seen["reason"] = reason
+
+            crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
+            crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)
+            task = process.crawl(crawler, start_urls=start_urls)
+            process.start()
+            if task.done() and not task.cancelled():
+                error = task.exception()
+        finally:
+            outcome.seconds = time.monotonic() - started
+            logging.getLogger().removeHandler(handler)
+            session = DedupSession.find(crawler) if crawler is not None else None
+            outcome.reason = seen["reason"]
+            outcome.clean = session is None or session.clean
+            if crawler is not None:
+                with contextlib.suppress(RuntimeError, AttributeError):
+                    outcome.stats = dict(crawler.stats.get_stats())
+            if session is not None:
+                outcome.decisions = dict(session.tally.decisions)
+                outcome.skipped = dict(session.tally.skipped)
+                outcome.already_decided = session.tally.already_decided
+                outcome.log = session.log.path if session.log is not None else outcome.log
+            state.finish(opened=seen["opened"], clean=outcome.clean, reason=outcome.reason)
+    if error is not None:
+        raise UserError(f"the crawl failed: {_one_line(error)} (see {outcome.scrapy_log})")
+    return outcome
+
+
+class OneLineFormatter(logging.Formatter):
+    """A log record as one line: no traceback (Scrapy's log file keeps those)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = " ".join(record.getMessage().split())
+        if len(text) > 300:
+            text = text[:297] + "..."
+        return f"{record.levelname} {record.name}: {text}"
+
+
+def _stderr_handler(level: int) -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(level)
+    handler.setFormatter(OneLineFormatter())
+    return handler
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."

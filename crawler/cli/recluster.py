@@ -1,0 +1,204 @@
+"""``neardup recluster``: cluster a corpus again, with any parameters."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from crawler.cli.common import (
+    UserError,
+    add_config_arguments,
+    add_sketch_arguments,
+    resolve_config,
+)
+from crawler.config import apply_overrides
+from crawler.recluster.inputs import (
+    InputError,
+    SourceDocument,
+    read_html_files,
+    read_jsonl,
+    read_store,
+    read_warc,
+)
+from storage.errors import StoreError
+
+HELP = "cluster a corpus (a store, WARC, JSON Lines, HTML files) into near-duplicate clusters"
+DESCRIPTION = """\
+Re-cluster a corpus with Broder's greedy clustering: each document, in input order, joins the
+most resembling earlier cluster at or above --threshold, or starts a new one.
+
+Inputs (any mix, processed in the order given): --store DIR (the kept pages of a crawl),
+--warc FILE... (WARC or WARC.gz; HTML responses canonicalised exactly as the crawler does),
+--jsonl FILE... (one JSON object per line; --id-field and --text-field name the fields),
+--html PATH... (HTML files, and the .html/.htm files under directories, such as a mirror made
+with wget --mirror; each page's id is its path).
+
+Output: -o clusters.jsonl, one line per document:
+  {"id": ..., "cluster": 7, "representative": false, "resemblance": 0.93, "decision": ...}
+and a summary like the paper's experiment (clusters of 2 or more, identical-only, mixed).
+The index is kept in LMDB (a temporary directory, or --index DIR), so memory stays flat.
+
+examples:
+  neardup recluster --warc crawl-*.warc.gz -o clusters.jsonl --threshold 0.8
+  neardup recluster --jsonl corpus.jsonl --text-field body --sketch tiered --containment 0.9
+  neardup recluster --html mirror/example.org -o clusters.jsonl
+  neardup recluster --store neardup-store --shingle-size 8 --json
+  neardup recluster --store neardup-store --diff --threshold 0.8
+                                        which pages a threshold of 0.8 would drop or keep
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_argument_group("inputs")
+    src.add_argument("--store", metavar="DIR", help="a neardup store (its kept pages)")
+    src.add_argument("--warc", metavar="FILE", nargs="+", default=[], help="WARC files")
+    src.add_argument("--jsonl", metavar="FILE", nargs="+", default=[], help="JSON Lines files")
+    src.add_argument("--html", metavar="PATH", nargs="+", default=[],
+                     help="HTML files, or directories of them (searched recursively)")
+    src.add_argument("--id-field", default="id", help="JSON Lines id field (default: id)")
+    src.add_argument("--text-field", default="text", help="JSON Lines text field (default: text)")
+    out = parser.add_argument_group("output")
+    out.add_argument("-o", "--output", metavar="FILE", default="clusters.jsonl",
+                     help="clusters, one JSON line per document (default: clusters.jsonl; - for stdout)")
+    out.add_argument("--json", action="store_true", help="print the summary as JSON")
+    out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    out.add_argument("--diff", action="store_true",
+                     help="with --store: which crawl-time decisions these parameters would "
+                          "change (a table, or --json; writes no clusters file)")
+    cl = parser.add_argument_group("clustering (default: the config's dedup section)")
+    cl.add_argument("--threshold", type=float, help="resemblance needed to join a cluster")
+    cl.add_argument("--containment", type=float,
+                    help="also join when contained in the representative at least this much")
+    cl.add_argument("--representative", choices=["first", "popular"],
+                    help="first member, or the s most popular fingerprints")
+    cl.add_argument("--cap", type=int, default=64,
+                    help="clusters read per fingerprint (boilerplate cap; default 64)")
+    cl.add_argument("--index", metavar="DIR", help="keep the LMDB index here (default: temporary)")
+    cl.add_argument("--jobs", "-j", type=int, help="worker processes (default: all cores)")
+    add_sketch_arguments(parser)
+    add_config_arguments(parser)
+
+
+def _sources(args: argparse.Namespace) -> Iterator[SourceDocument]:
+    readers = []
+    if args.store:
+        readers.append(read_store(args.store))
+    if args.warc:
+        readers.append(read_warc(args.warc))
+    if args.jsonl:
+        readers.append(read_jsonl(args.jsonl, args.id_field, args.text_field))
+    if args.html:
+        readers.append(read_html_files(args.html))
+    return itertools.chain.from_iterable(readers)
+
+
+def run(args: argparse.Namespace) -> int:
+    from crawler.recluster.run import recluster
+
+    if not (args.store or args.warc or args.jsonl or args.html):
+        raise UserError(
+            "nothing to cluster: "
+            "give --store DIR, --warc FILE..., --jsonl FILE... or --html PATH..."
+        )
+    config = resolve_config(args)
+    overrides = {f"dedup.{k}": getattr(args, k) for k in ("threshold", "containment",
+                                                          "representative")
+                 if getattr(args, k) is not None}
+    if args.store and not any(getattr(args, k, None) is not None for k in (
+            "shingle_size", "option", "sketch", "sketch_size", "modulus", "seed", "unit")):
+        overrides.update(_store_sketch_params(args.store))
+    if overrides:
+        config = apply_overrides(config, overrides)
+    if args.cap < 1:
+        raise UserError(f"--cap must be at least 1; got {args.cap}")
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError(f"--jobs must be at least 1; got {args.jobs}")
+    if args.index:
+        _check_index_dir(Path(args.index))
+    if args.diff:
+        from crawler.recluster.diff import run_diff
+
+        return run_diff(args, config)
+
+    bar = None
+    if not args.quiet:
+        from tqdm import tqdm
+
+        bar = tqdm(unit=" docs", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+
+    def progress(documents: int, clusters: int) -> None:
+        bar.update(1)  # type: ignore[union-attr]
+        if documents % 256 == 0:
+            bar.set_postfix_str(f"{clusters:,} clusters", refresh=False)  # type: ignore[union-attr]
+
+    out = sys.stdout if args.output == "-" else None
+    try:
+        handle = out or open(args.output, "w", encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write {args.output}: {exc.strerror}") from None
+    try:
+        result = recluster(
+            _sources(args), config.sketch, config.dedup, out=handle, index_dir=args.index,
+            jobs=args.jobs, cap=args.cap, on_progress=progress if bar is not None else None,
+        )
+    except (InputError, StoreError) as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        if bar is not None:
+            bar.close()
+        if out is None:
+            handle.close()
+    report = result.to_dict()
+    report["parameters"] = {"sketch": config.sketch.to_dict(),
+                            "threshold": config.dedup.threshold,
+                            "containment": config.dedup.containment}
+    report["output"] = args.output
+    if args.json:
+        print(json.dumps(report, indent=2), file=sys.stderr if out else sys.stdout)
+        return 0
+    lines = [
+        f"sketch: {config.sketch.describe()}; threshold {config.dedup.threshold}"
+        + (f", containment {config.dedup.containment}" if config.dedup.containment else ""),
+        "",
+        result.summary.render(),
+    ]
+    if result.skipped:
+        skipped = ", ".join(f"{n} {reason}" for reason, n in result.skipped.most_common())
+        lines += ["", f"skipped {sum(result.skipped.values())}: {skipped}"]
+    capped = result.stats.get("capped", 0)
+    lines += [
+        "",
+        f"{result.summary.documents:,} documents in {result.seconds:.1f} s "
+        f"({report['documents_per_second'] or 0:,.0f}/s); "
+        f"boilerplate cap {args.cap} bit on {capped:,} fingerprints",
+        f"clusters written to {args.output}",
+    ]
+    print("\n".join(lines), file=sys.stderr if out else sys.stdout)
+    return 0
+
+
+def _check_index_dir(path: Path) -> None:
+    """--index must be a new or empty directory that can be created and written."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"--index {path} is not a directory; name a new directory")
+    if path.is_dir() and any(path.iterdir()):
+        raise UserError(f"--index {path} is not empty; name a new directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create --index {path}: {exc.strerror}") from None
+
+
+def _store_sketch_params(path: str) -> dict[str, object]:
+    """A store's own sketch parameters, so re-clustering it needs no flags."""
+    from storage.store import Store
+
+    try:
+        with Store.open(path, readonly=True) as store:
+            return {f"sketch.{k}": v for k, v in store.params.to_dict().items()}
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot open store {path}: {exc}") from None

@@ -1,0 +1,368 @@
+"""One crawl's dedup session: what the two stages of :mod:`crawler.pipelines` talk to.
+
+The dedup stage decides, the storage stage stores, and both write into the same LMDB write
+transaction, so both share one :class:`DedupSession` per crawler (:meth:`DedupSession.of`). It
+reads the settings once (:class:`~crawler.work.settings.SessionSettings`), opens the store,
+hands each page (:class:`~crawler.work.page.PageView`) to the one
+:class:`~crawler.work.steps.StoreWork` that decides, stores, commits and logs (its docstring
+tells how and when), and turns what comes back into the item, or the ``DropItem``, that Scrapy
+gets, counting the ``neardup/`` stats on the event-loop thread, where Scrapy's stats live.
+
+**Where the work runs.** While an asyncio event loop runs (``NEARDUP_WORKER="process"``, the
+default), in one worker process fed over a pipe in arrival order (:mod:`crawler.work.process` says
+why): the stages then return an awaitable. The crawl opens the store once itself first, so that
+a busy or mismatched store still fails ``open_spider`` and repairs are logged there. With no
+asyncio loop (the stages driven by hand) or ``NEARDUP_WORKER="inline"``, the same work runs
+inline on the caller's thread, and the stages return the item or raise the drop. A timer
+commits an idle batch, so a slow crawl still commits.
+
+**Failures.** A failure while writing to the store, or a worker that dies, is logged once with
+its traceback and stops the crawl (``neardup_store_error``); every page still on its way is
+dropped with a one-line reason (``StoreFailed``). A kept page that another pipeline drops
+between the stages is recorded as decided but not stored (``item_dropped``/``item_error``), so
+that it cannot hold a commit back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from itemadapter import ItemAdapter
+from scrapy import signals
+from scrapy.exceptions import DropItem
+from scrapy.utils.asyncio import create_looping_call
+from scrapy.utils.reactor import is_reactor_installed
+
+from crawler.work.page import PageView
+from crawler.work.settings import SessionSettings
+from crawler.work.steps import Outcome, StoreWork, Tally
+from crawler.work.process import Worker
+from storage.log import new_run_id
+from storage.store import Store
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from twisted.python.failure import Failure
+
+__all__ = ["DedupSession", "RunLog"]
+
+logger = logging.getLogger(__name__)
+
+_SESSIONS: weakref.WeakKeyDictionary[Crawler, DedupSession] = weakref.WeakKeyDictionary()
+
+
+def _event_loop_running() -> bool:
+    """True when a timer can run: an asyncio loop is running, or a Twisted reactor is there."""
+    try:
+        asyncio.get_running_loop()
+        return True
+    except RuntimeError:
+        return is_reactor_installed()
+
+
+
+@dataclass(frozen=True)
+class RunLog:
+    """Where this run's dedup log is (the worker writes it)."""
+
+    path: Path
+
+
+class DedupSession:
+    """The stages' side of one crawler's dedup work; get it with :meth:`of`.
+
+    It hands each page to the :class:`~crawler.work.steps.StoreWork` (in the worker process, or
+    inline) and turns the :class:`~crawler.work.steps.Outcome` into the item or the drop,
+    counting stats on the event-loop thread.
+    """
+
+    def __init__(self, crawler: Crawler, config: SessionSettings) -> None:
+        # a weak reference: the registry maps crawlers to sessions weakly, and a session that
+        # held its crawler would keep both alive for the life of the process
+        self._crawler = weakref.ref(crawler)
+        self.stats = crawler.stats
+        self.config = config
+        #: which stages were built (from_crawler order is ITEM_PIPELINES order)
+        self.stages: list[str] = []
+        #: True when the storage stage directly follows the dedup stage (set by :meth:`open`)
+        self.fused = False
+        #: False once a write failed or the final commit did not happen
+        self.clean = True
+        #: what this run decided (complete once the session is closed)
+        self.tally = Tally()
+        self.log: RunLog | None = None
+        #: the work, when it runs inline (else it is in the worker process)
+        self.work: StoreWork | None = None
+        self._worker: Worker | None = None
+        self._users = 0
+        self._opened = False
+        self._timer: Any = None
+        self._stopping = False
+        crawler.signals.connect(self._item_left, signal=signals.item_dropped)
+        crawler.signals.connect(self._item_left, signal=signals.item_error)
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> DedupSession:
+        """The crawler's session, made from its settings on first use."""
+        session = _SESSIONS.get(crawler)
+        if session is None:
+            session = _SESSIONS[crawler] = cls(
+                crawler, SessionSettings.from_settings(crawler.settings)
+            )
+        return session
+
+    @classmethod
+    def find(cls, crawler: Crawler) -> DedupSession | None:
+        """The crawler's session if a stage made one (for the command's summary)."""
+        return _SESSIONS.get(crawler)
+
+    @property
+    def storing(self) -> bool:
+        """True when the storage stage runs: it, not the dedup stage, finishes kept pages."""
+        return "storage" in self.stages
+
+    @property
+    def in_worker(self) -> bool:
+        """True while the work runs in the worker process."""
+        return self._worker is not None
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Open the store and start the work (first caller only); every stage calls it from
+        ``open_spider``."""
+        self._users += 1
+        if self._opened:
+            return
+        crawler = self._crawler()
+        self.fused = self.storing and crawler is not None and _adjacent_stages(crawler)
+        run_id = self.config.run_id or new_run_id()
+        loop = None
+        if self.config.worker == "process":
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None  # driven by hand (or a non-asyncio reactor): the work runs inline
+        if loop is None:
+            work = StoreWork(self.config, storing=self.storing, fused=self.fused, run_id=run_id)
+            for line in work.open():
+                logger.warning("Store %s repaired on opening: %s", self.config.store, line)
+            self.work = work
+            assert work.log is not None
+            self.log = RunLog(work.log.path)
+        else:
+            # opened here first, so that a busy or mismatched store (or a bad run id) fails
+            # open_spider, and the repairs are logged; then the worker opens it for the crawl
+            with Store.open(self.config.store, self.config.sketch) as store:
+                for line in store.repairs:
+                    logger.warning("Store %s repaired on opening: %s", self.config.store, line)
+                with store.log(run_id) as log:
+                    self.log = RunLog(log.path)
+            worker = Worker(self, loop)
+            worker.start(self.config, self.storing, self.fused, run_id)
+            self._worker = worker
+        self._opened = True
+        logger.info(
+            "neardup: store %s, dedup log %s; sketch %s; threshold %s; work %s",
+            self.config.store,
+            self.log.path,
+            self.config.sketch.describe(),
+            self.config.dedup.threshold,
+            f"in worker process {self._worker.proc.pid}" if self._worker and self._worker.proc
+            else "inline",
+        )
+        if self.config.batch_seconds > 0 and _event_loop_running():
+            # the clock commits an idle batch; with no event loop (a pipeline driven by hand)
+            # batches still commit by size and age as decisions arrive
+            self._timer = create_looping_call(self._tick)
+            self._timer.start(min(self.config.batch_seconds, 1.0), now=False)
+
+    def close(self) -> None:
+        """Commit what is left and close everything (last caller only).
+
+        Scrapy closes the pipelines only once no item is in them, so the work has nothing left
+        but the final commit; this waits for it (Ctrl-C therefore commits too).
+        """
+        self._users -= 1
+        if self._users > 0 or not self._opened:
+            return
+        self._opened = False
+        if self._timer is not None and self._timer.running:
+            self._timer.stop()
+        if self._worker is not None:
+            result = self._worker.finish()
+            self._worker = None
+        else:
+            assert self.work is not None
+            result = self.work.finish()
+            self.work = None
+        if result is None:
+            self.clean = False
+        else:
+            self._totals(result)
+            self.clean = self.clean and result["clean"]
+            sizes = result["sizes"]
+            if sizes:
+                self.stats.set_value("neardup/lmdb_map_growths", sizes["map_growths"])
+                self.stats.set_value("neardup/lmdb_map_size", sizes["map_size"])
+                self.stats.set_value("neardup/store_documents", sizes["documents"])
+            if result["error"] is not None:
+                self.clean = False
+                self.stats.inc_value("neardup/store_error")
+                logger.error("neardup: the final commit failed:\n%s", result["error"])
+        logger.info(
+            "neardup: %s kept, %s exact and %s near duplicates dropped, %s skipped",
+            self.tally.decisions["kept"],
+            self.tally.decisions["exact_duplicate"],
+            self.tally.decisions["near_duplicate"],
+            self.tally.decisions["skipped"],
+        )
+
+    # --- handing pages to the work --------------------------------------------------------------
+
+    def run(self, kind: str, item: Any) -> Any:
+        """Hand ``item`` to the work's ``kind`` step ("decide" or "store"): an awaitable of the
+        item (or of its drop) while the worker process runs; else the item, or the drop
+        raised, now."""
+        page = PageView.of(item)
+        if self._worker is not None:
+            return self._worker.submit(kind, page.to_wire(), item=item)
+        work = self.work
+        if work is None:
+            raise RuntimeError("the neardup session is not open (open_spider was not called)")
+        step = work.decide if kind == "decide" else work.store_page
+        self._settled(step(page))
+        return item
+
+    def _settled(self, outcome: Outcome) -> None:
+        """Count the outcome's stats and raise its drop, if any (event-loop thread)."""
+        inc = self.stats.inc_value
+        for key in outcome.counts:
+            inc(key)
+        if outcome.stored_bytes:
+            inc("neardup/stored_bytes", outcome.stored_bytes)
+        if outcome.failure is not None:
+            self._stop_crawl(outcome.failure)
+        if outcome.drop is not None:
+            from crawler.pipelines import DROPS
+
+            raise DROPS[outcome.drop](outcome.message, log_level=outcome.level)
+
+    def _settle(self, future: asyncio.Future[Any], outcome: Outcome, item: Any) -> None:
+        """A worker's outcome arrived: settle the future the stage returned."""
+        try:
+            self._settled(outcome)
+        except Exception as exc:  # noqa: BLE001 - the drop, handed to whoever awaits
+            if not future.done():
+                future.set_exception(exc)
+            return
+        if not future.done():
+            future.set_result(item)
+
+    def _totals(self, totals: Mapping[str, Any]) -> None:
+        """The work's counters into the stats: commits, the cost split, pages not stored."""
+        self.tally = totals["tally"]
+        set_value = self.stats.set_value
+        if self.tally.commits:
+            set_value("neardup/commits", self.tally.commits)
+        if totals["not_stored"]:
+            set_value("neardup/kept_not_stored", totals["not_stored"])
+        for part, seconds in totals["seconds"].items():
+            set_value(f"neardup/seconds/{part}", seconds)
+        if totals["cpu"] is not None:
+            set_value("neardup/worker_cpu_seconds", round(totals["cpu"], 3))
+
+    def _stop_crawl(self, failure: str) -> None:
+        """The store failed: say so once, with the traceback, and close the spider."""
+        self.clean = False
+        if self._stopping:
+            return
+        self._stopping = True
+        self.stats.inc_value("neardup/store_error")
+        logger.error("neardup: writing to the store failed; stopping the crawl\n%s", failure)
+        crawler = self._crawler()
+        engine = crawler.engine if crawler is not None else None
+        if engine is not None and engine.spider is not None:
+            from scrapy.utils.defer import deferred_from_coro
+
+            deferred_from_coro(engine.close_spider_async(reason="neardup_store_error"))
+
+    def _tick(self) -> None:
+        if self._worker is not None:
+            self._worker.submit("tick").add_done_callback(_consume)
+        elif self.work is not None:
+            self._settled(self.work.tick())
+            self._totals(self.work.totals())
+
+    # --- pages that leave between the stages ----------------------------------------------------
+
+    def _item_left(
+        self,
+        item: Any,
+        exception: BaseException | None = None,
+        failure: Failure | None = None,
+        **_: Any,
+    ) -> None:
+        """item_dropped (``exception``) and item_error (``failure``) after the dedup stage.
+
+        Until the page is settled its pending entry would hold back every commit.
+        """
+        if exception is None and failure is not None:
+            exception = failure.value
+        if self.fused or not self.storing or not self._opened or exception is None:
+            return
+        from crawler.pipelines import DedupDrop
+
+        if isinstance(exception, DedupDrop):
+            return
+        try:
+            url = ItemAdapter(item).get("url")
+        except TypeError:
+            return
+        if not url:
+            return
+        kind = "dropped" if isinstance(exception, DropItem) else "failed"
+        why = f"{kind} after the dedup stage ({type(exception).__name__})"
+        if self._worker is not None:
+            self._worker.submit("not_stored", url, why).add_done_callback(_consume)
+        elif self.work is not None:
+            self._settled(self.work.not_stored(url, why))
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Retrieve a fire-and-forget step's result, so asyncio does not report it as lost."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _adjacent_stages(crawler: Crawler) -> bool:
+    """True when the storage stage directly follows the dedup stage in ``ITEM_PIPELINES``
+    (so no other pipeline can see, change or drop a kept page between them)."""
+    from scrapy.utils.conf import build_component_list
+    from scrapy.utils.misc import load_object
+
+    from crawler.pipelines import DedupPipeline, StoragePipeline
+
+    try:
+        paths = build_component_list(
+            crawler.settings.get_component_priority_dict_with_base("ITEM_PIPELINES")
+        )
+        classes = [load_object(p) if isinstance(p, str) else p for p in paths]
+    except Exception:  # noqa: BLE001 - an unloadable entry: Scrapy itself will say so
+        return False
+    kinds = [
+        "dedup" if isinstance(c, type) and issubclass(c, DedupPipeline)
+        else "storage" if isinstance(c, type) and issubclass(c, StoragePipeline)
+        else "other"
+        for c in classes
+    ]  # fmt: skip
+    for i in range(len(kinds) - 1):
+        if kinds[i] == "dedup":
+            return kinds[i + 1] == "storage"
+    return False

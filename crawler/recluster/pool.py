@@ -1,0 +1,286 @@
+"""Sketches of a stream of documents, made by worker processes and delivered in input order.
+
+Canonicalising and sketching are most of re-clustering's work, and documents are independent
+until the index step, so they run in ``jobs`` worker processes while the parent clusters in
+input order, the order greedy clustering is defined by. The parent does nothing else:
+
+* a **feeder** process reads the input (files, WARC records, JSON lines: whatever the sources
+  iterator does) and deals chunks of :data:`CHUNK` documents to the workers in turn;
+* each **worker** sketches its chunks and sends the sketches back on a pipe of its own;
+* the **parent** reads the workers' pipes in that same turn, so the sketches arrive in input
+  order with nothing to reorder.
+
+Pipes hold a few chunks (:data:`PIPE_BYTES` each where the system allows it, and a chunk of
+pages is cut at :data:`CHUNK_BYTES`), so a parent slower than its workers holds them back, and
+they hold the feeder back: memory stays flat however large the corpus. (Linux's default pipe,
+64 KiB, holds less than one chunk of pages: the feeder then waits on each worker in turn while
+the other one idles, and a tenth of both cores goes unused.) An error in the feeder (an input that
+cannot be read) or in a worker travels down the same pipes and is raised in the parent, at the
+document where it happened.
+
+Not :class:`multiprocessing.pool.Pool`: its task and result threads live in the parent and take
+the GIL from the clustering loop, and the parent would read and pickle every document to hand it
+over; for text input that costs the parent as much again as clustering.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import pickle
+import signal
+import sys
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # not a POSIX system: the pipes keep their size
+    fcntl = None  # type: ignore[assignment]
+
+from crawler.recluster.inputs import FileContent, SourceDocument
+from crawler.ipc import die_with_parent
+from dedup.canonical import html_joined_tokens, text_joined_tokens
+from dedup.document import Sketcher
+from dedup.html_text import DocumentTooDeep
+from dedup.params import SketchParams
+from dedup.sketches import Sketch
+
+__all__ = ["CHUNK", "SketchedDocument", "sketch_source", "sketched"]
+
+#: documents per message from the feeder to a worker, and per message of sketches back
+CHUNK = 32
+#: content per message from the feeder at most (a chunk ends at CHUNK documents or this)
+CHUNK_BYTES = 1 << 18
+#: bytes each pipe holds (a few chunks of pages), where the system lets us set it
+PIPE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class SketchedDocument:
+    id: str
+    sketch: Sketch | None
+    content_hash: int = 0
+    tokens: int = 0
+    skip_reason: str | None = None
+
+
+# --- sketching one document: the same in a worker process and in the parent -------------------
+
+_sketcher: tuple[Sketcher, str] | None = None
+
+
+def _init_sketcher(params: SketchParams, engine: str) -> None:
+    global _sketcher
+    _sketcher = (Sketcher(params), engine)
+
+
+def sketch_source(doc: SourceDocument) -> SketchedDocument:
+    """Canonicalise and sketch one document (in a worker process, or in the parent for 1 job)."""
+    assert _sketcher is not None, "call _init_sketcher first"
+    sketcher, engine = _sketcher
+    if doc.skip_reason:
+        return SketchedDocument(doc.id, None, skip_reason=doc.skip_reason)
+    unit = sketcher.params.unit
+    content = doc.content
+    if isinstance(content, FileContent):
+        try:
+            content = content.read()
+        except OSError as exc:
+            return SketchedDocument(doc.id, None, skip_reason=f"unreadable ({exc.strerror})")
+    if doc.kind == "html":
+        try:
+            tokens = html_joined_tokens(content, unit=unit, engine=engine, encoding=doc.encoding)
+        except DocumentTooDeep:
+            return SketchedDocument(doc.id, None, skip_reason="too_deep")
+    else:
+        text = content if isinstance(content, str) else content.decode("utf-8", "replace")
+        tokens = text_joined_tokens(text, unit=unit)
+    if not tokens:
+        return SketchedDocument(doc.id, None, skip_reason="empty")
+    made = sketcher.sketch(tokens)
+    return SketchedDocument(doc.id, made.sketch, made.content_hash, made.tokens)
+
+
+# --- the processes -----------------------------------------------------------------------------
+
+
+@contextmanager
+def sketched(
+    sources: Iterable[SourceDocument],
+    params: SketchParams,
+    engine: str,
+    jobs: int,
+    *,
+    feed_here: bool = False,
+) -> Iterator[Iterator[SketchedDocument]]:
+    """The sketches of ``sources``, in input order, made by ``jobs`` worker processes.
+
+    The processes start on entry: enter this before opening an LMDB environment, so that no
+    forked process holds one (LMDB forbids using an environment across ``fork``). With one job,
+    or where processes cannot be forked, the parent reads and sketches the sources itself.
+    ``feed_here`` reads the sources in a thread of this process instead of a feeder process,
+    for a sources iterator whose side effects the caller reads (it costs the parent some time).
+    On exit, every process still running is stopped.
+    """
+    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        _init_sketcher(params, engine)
+        yield map(sketch_source, sources)
+        return
+    ctx = multiprocessing.get_context("fork")
+    to_workers = [ctx.Pipe(duplex=False) for _ in range(jobs)]  # (worker's end, feeder's end)
+    to_parent = [ctx.Pipe(duplex=False) for _ in range(jobs)]  # (parent's end, worker's end)
+    every_end = [end for pair in to_workers + to_parent for end in pair]
+    for _, writer in to_workers + to_parent:
+        _widen(writer)
+    writers = [w for _, w in to_workers]
+    readers = [r for r, _ in to_parent]
+    processes = [
+        ctx.Process(target=_worker, args=(to_workers[k][0], to_parent[k][1], params, engine,
+                                           every_end),
+                    name=f"neardup-sketcher-{k}", daemon=True)  # fmt: skip
+        for k in range(jobs)
+    ]
+    if not feed_here:
+        processes.append(ctx.Process(target=_feeder_process, args=(sources, writers, every_end),
+                                     name="neardup-feeder", daemon=True))  # fmt: skip
+    sys.stdout.flush()  # a forked child flushes what it inherited: nothing, then
+    sys.stderr.flush()
+    for process in processes:
+        process.start()
+    kept = readers + (writers if feed_here else [])
+    for end in every_end:
+        if end not in kept:
+            end.close()  # the children hold these; EOF must reach the parent when they exit
+    feeder = None
+    if feed_here:
+        feeder = threading.Thread(target=_feed, args=(sources, writers), daemon=True,
+                                  name="neardup-feeder")  # fmt: skip
+        feeder.start()
+    try:
+        yield _in_turn(readers)
+    finally:
+        for reader in readers:
+            reader.close()
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join(5)
+        if feeder is not None:
+            feeder.join(5)  # its next write fails now that the workers are gone
+            for writer in writers:
+                writer.close()
+
+
+def _widen(end: Connection) -> None:
+    """Let the pipe behind ``end`` hold :data:`PIPE_BYTES` (Linux; elsewhere, or above the
+    system's limit, it keeps its size)."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if set_size is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(end.fileno(), set_size, PIPE_BYTES)
+
+
+def _in_turn(readers: list[Connection]) -> Iterator[SketchedDocument]:
+    """The workers' messages, read in the turn the feeder dealt the chunks in."""
+    turn = 0
+    while True:
+        try:
+            kind, payload = readers[turn % len(readers)].recv()
+        except EOFError:
+            raise RuntimeError("a sketching process died; see the messages above") from None
+        if kind == "end":
+            return
+        if kind == "error":
+            raise payload
+        yield from payload
+        turn += 1
+
+
+def _only(keep: tuple[Connection, ...], every_end: list[Connection]) -> None:
+    """In a child: close the pipe ends it does not use (a copy held open would keep the far
+    end from ever seeing EOF), and leave Ctrl-C and the parent's death to the parent."""
+    for end in every_end:
+        if end not in keep:
+            end.close()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
+
+
+def _feeder_process(sources: Iterable[SourceDocument], writers: list[Connection],
+                    every_end: list[Connection]) -> None:  # fmt: skip
+    _only(tuple(writers), every_end)
+    _feed(sources, writers)
+
+
+def _feed(sources: Iterable[SourceDocument], writers: list[Connection]) -> None:
+    """Deal the sources to the workers in chunks, in turn; then an end (or an error) to each."""
+    turn = 0
+    try:
+        for chunk in _chunks(sources):
+            if not _send(writers[turn % len(writers)], ("docs", chunk)):
+                return
+            turn += 1
+    except Exception as exc:  # noqa: BLE001 - an input that cannot be read: the parent raises it
+        _send(writers[turn % len(writers)], ("error", _sendable(exc)))
+        return
+    for k in range(len(writers)):
+        _send(writers[(turn + k) % len(writers)], ("end", None))
+
+
+def _chunks(sources: Iterable[SourceDocument]) -> Iterator[list[SourceDocument]]:
+    """The sources in chunks of :data:`CHUNK` documents, or fewer once they hold
+    :data:`CHUNK_BYTES` of content, so that a pipe holds several."""
+    chunk: list[SourceDocument] = []
+    size = 0
+    for doc in sources:
+        chunk.append(doc)
+        size += 0 if isinstance(doc.content, FileContent) else len(doc.content)
+        if len(chunk) == CHUNK or size >= CHUNK_BYTES:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def _send(writer: Connection, message: tuple[str, Any]) -> bool:
+    """Send ``message``; False when the far end is gone (the parent stopped early)."""
+    try:
+        writer.send(message)
+    except (OSError, ValueError):  # a broken pipe, or a handle the parent closed
+        return False
+    return True
+
+
+def _worker(reader: Connection, writer: Connection, params: SketchParams, engine: str,
+            every_end: list[Connection]) -> None:  # fmt: skip
+    _only((reader, writer), every_end)
+    _init_sketcher(params, engine)
+    while True:
+        try:
+            kind, payload = reader.recv()
+        except (EOFError, OSError):
+            return  # the feeder is gone, and so is the parent
+        if kind == "docs":
+            try:
+                message: tuple[str, Any] = ("docs", [sketch_source(doc) for doc in payload])
+            except Exception as exc:  # noqa: BLE001 - a sketching bug: the parent raises it
+                message = ("error", _sendable(exc))
+        else:
+            message = (kind, payload)
+        if not _send(writer, message) or message[0] != "docs":
+            return
+
+
+def _sendable(exc: BaseException) -> BaseException:
+    """``exc`` if it survives pickling, else a RuntimeError with its message."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:  # noqa: BLE001
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc

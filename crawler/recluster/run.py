@@ -1,0 +1,182 @@
+"""Re-clustering a corpus: the crawl's decision path, run over stored documents.
+
+The steps are the crawl's, through the same code: ``dedup.canonical`` → ``dedup.document.Sketcher``
+→ ``dedup.cluster.GreedyClusterer`` over an LMDB index (``storage``). Only the source of the
+documents and what happens to the decision differ.
+
+Documents are independent until the index step, so reading, canonicalising and sketching run in
+worker processes (``jobs``; :mod:`crawler.recluster.pool`) while the parent clusters in input order
+— the order greedy clustering is defined by. The index lives in LMDB (a temporary directory
+unless one is named), and the workers run at most a few chunks ahead of the parent, so memory
+stays flat however large the corpus.
+
+The index is a store in its own right: every clustered document gets a record (its id as URL,
+its decision, its cluster, no page), so ``neardup verify`` accepts it, also after a crash —
+each batch of ``BATCH`` documents is one LMDB transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import IO, Any
+
+from crawler.recluster.inputs import SourceDocument
+from crawler.recluster.pool import sketched
+from dedup.cluster import Assignment, GreedyClusterer
+from dedup.params import DedupParams, SketchParams
+from dedup.summary import ClusterSummary
+
+#: documents per LMDB write transaction
+BATCH = 512
+#: the LMDB map a new index starts with; it doubles whenever it is full
+MAP_SIZE = 1 << 30
+
+#: clusters.jsonl "decision" → the index's DocumentRecord decision
+_RECORDED = {
+    "new": "kept",
+    "exact_duplicate": "exact_duplicate",
+    "near_duplicate": "near_duplicate",
+    "contained": "contained",
+}
+
+
+@dataclass
+class ReclusterResult:
+    summary: ClusterSummary
+    skipped: Counter[str] = field(default_factory=Counter)
+    stats: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary.to_dict(),
+            "skipped": dict(self.skipped),
+            "clustering": self.stats,
+            "seconds": round(self.seconds, 3),
+            "documents_per_second": round(self.summary.documents / self.seconds, 1)
+            if self.seconds
+            else None,
+        }
+
+
+# --- the parent side: greedy clustering over the LMDB index ------------------------------------
+
+
+def recluster(
+    sources: Iterable[SourceDocument],
+    params: SketchParams,
+    dedup: DedupParams,
+    *,
+    out: IO[str] | None = None,
+    index_dir: str | Path | None = None,
+    jobs: int | None = None,
+    cap: int = 64,
+    on_progress: Callable[[int, int], None] | None = None,
+    map_size: int = MAP_SIZE,
+    feed_here: bool = False,
+) -> ReclusterResult:
+    """Cluster ``sources`` in order; write one clusters.jsonl line per document to ``out``.
+
+    ``on_progress(documents, clusters)`` is called after every document. ``map_size`` is the
+    LMDB map the index starts with (it grows as needed; ``stats["map_growths"]`` counts how
+    often). ``sources`` are read in a process of their own unless ``feed_here`` (for an
+    iterator whose side effects the caller reads; see :func:`crawler.recluster.pool.sketched`).
+    """
+    from storage.records import DocumentRecord
+    from storage.store import Store
+
+    started = time.perf_counter()
+    jobs = jobs or os.cpu_count() or 1
+    result = ReclusterResult(ClusterSummary())
+    with (
+        # the processes start first: none of them may hold the index's LMDB environment
+        sketched(sources, params, dedup.canonicaliser, jobs, feed_here=feed_here) as stream,
+        _index_directory(index_dir) as directory,
+        # the index is rebuilt from the input if lost: no fsync per batch (durable=False)
+        Store.open(directory, params, map_size=map_size, durable=False) as store,
+    ):
+        clusterer = GreedyClusterer(store.index, dedup, cap=cap)
+        while True:
+            lines = []
+            now = time.time()
+            taken = 0
+            with store.batch():
+                # documents are taken as they come, not a batch at a time, so the workers
+                # never wait for the parent to finish a whole batch
+                for doc in islice(stream, BATCH):
+                    taken += 1
+                    if doc.sketch is None:
+                        result.skipped[doc.skip_reason or "unknown"] += 1
+                        continue
+                    doc_id = store.next_doc_id()
+                    assignment = clusterer.assign(doc_id, doc.sketch, doc.content_hash)
+                    store.put_document(doc_id, DocumentRecord(
+                        doc.id, _RECORDED[assignment.decision.kind], now,
+                        assignment.cluster_id, doc.content_hash))
+                    result.summary.add(assignment)
+                    lines.append(_line(doc.id, assignment))
+                    if on_progress:
+                        on_progress(result.summary.documents, result.summary.clusters)
+            if out is not None:
+                out.write("".join(lines))
+            if taken < BATCH:
+                break
+        result.stats = {**clusterer.stats, "map_growths": store.map_growths}
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _line(doc_id: str, a: Assignment) -> str:
+    r"""One clusters.jsonl line, as ``json.dumps`` writes the record (a test holds it to that);
+    only the id needs JSON's quoting, so it alone goes through the encoder.
+
+    >>> from dedup.cluster import Decision
+    >>> joined = Assignment(3, 1, Decision("near_duplicate", 1, 0, 0, 0.875), False, False)
+    >>> print(_line('say "hi"', joined), end="")  # doctest: +NORMALIZE_WHITESPACE
+    {"id": "say \"hi\"", "cluster": 1, "representative": false, "resemblance": 0.875,
+     "decision": "near_duplicate"}
+    """
+    resemblance = 1.0 if a.representative else _number(a.decision.resemblance)
+    return (
+        f'{{"id": {_quoted(doc_id)}, "cluster": {a.cluster_id:d}, '
+        f'"representative": {"true" if a.representative else "false"}, '
+        f'"resemblance": {"null" if resemblance is None else repr(resemblance)}, '
+        f'"decision": "{a.decision.kind}"}}\n'
+    )
+
+
+_quoted = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _number(value: float | None) -> float | None:
+    """JSON has no NaN: an estimate without evidence (an empty MOD_m sample) is null."""
+    if value is None or math.isnan(value):
+        return None
+    return round(float(value), 6)
+
+
+class _index_directory:
+    """A named index directory, or a temporary one removed afterwards."""
+
+    def __init__(self, named: str | Path | None) -> None:
+        self.named = named
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def __enter__(self) -> str:
+        if self.named is not None:
+            return str(self.named)
+        self._tmp = tempfile.TemporaryDirectory(prefix="neardup-recluster-")
+        return self._tmp.name
+
+    def __exit__(self, *exc: object) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()

@@ -1,0 +1,641 @@
+"""The facts behind a crawl's decisions, for the commands that review them.
+
+Two questions, two functions; ``neardup log``, ``neardup explain`` and ``neardup report`` only
+format what these return:
+
+* :func:`decisions` — *what was decided?* The store's dedup logs (every run, oldest first),
+  filtered by a :class:`LogFilter`, each line both parsed and exactly as written
+  (:class:`LoggedDecision`), so a tool can pass the JSON Lines through byte for byte.
+* :func:`explain` — *why was this page kept or dropped?* An :class:`Explanation`: for a dropped
+  page, the page it duplicated, resemblance and both containments estimated from the two stored
+  sketches (with how many sketch entries matched) and computed exactly from the two canonical
+  token streams, and the passages where the streams differ; for a kept page, its cluster and
+  every page dropped into it.
+
+**Where the canonical text comes from.** A kept page's from its stored WARC record,
+canonicalised again with the store's parameters and the charset of its ``Content-Type`` (the
+spider's rule), and checked against the content hash recorded when it was decided. A dropped
+page never reaches the WARC files, so the crawl keeps its canonical token stream, compressed, in
+the store's ``texts`` database (``review.keep_text``, cut at ``review.max_text_bytes``): see
+:func:`~storage.texts.stored_text`. When no text is there (the switch was off, the store
+predates it) the explanation says so and still gives the estimates, which need only the
+sketches.
+
+Everything here only reads: open the store read-only and it works while a crawl writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from crawler.spiders.site import charset_of
+from crawler.review.textdiff import Passage, differences
+from storage.texts import stored_text, tokens_of_text
+from dedup.canonical import html_tokens
+from dedup.document import Sketcher, content_hash
+from dedup.estimators import estimate, exact_containment, exact_resemblance
+from dedup.params import SketchParams
+from storage.errors import StoreError
+from storage.log import read_log_lines
+from storage.records import DECISIONS, DocumentRecord
+from storage.store import Store
+
+__all__ = [
+    "DROPPED",
+    "ClusterFacts",
+    "Comparison",
+    "Explanation",
+    "LogFilter",
+    "LoggedDecision",
+    "Member",
+    "PageFacts",
+    "UnknownURL",
+    "decisions",
+    "explain",
+    "parse_since",
+    "stored_text",
+    "tokens_of_text",
+]
+
+#: the decisions that drop a page (it never reaches the WARC files)
+DROPPED = ("exact_duplicate", "near_duplicate", "contained")
+#: names a filter accepts besides the decisions themselves
+DECISION_GROUPS: dict[str, tuple[str, ...]] = {"dropped": DROPPED}
+
+
+class UnknownURL(LookupError):
+    """The store has no decision for this URL; the message says how to find the right one."""
+
+
+# --- the dedup log ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoggedDecision:
+    """One line of a dedup log: parsed, and exactly as written."""
+
+    #: the run (the log file's name without ``.jsonl``)
+    run: str
+    #: the line as it is in the file, without its newline
+    line: str
+    #: the decoded object, with a ``run`` key added (as :func:`storage.log.read_log` adds it)
+    entry: dict[str, Any]
+
+    @property
+    def url(self) -> str:
+        return str(self.entry.get("url") or "")
+
+    @property
+    def decision(self) -> str:
+        return str(self.entry.get("decision") or "")
+
+    @property
+    def time(self) -> float | None:
+        value = self.entry.get("time")
+        return float(value) if isinstance(value, (int, float)) else None
+
+
+@dataclass(frozen=True)
+class LogFilter:
+    """Which log lines :func:`decisions` yields; every condition given must hold.
+
+    ``decisions`` names decisions (or ``dropped`` for all three kinds of duplicate); an unknown
+    name is a ``ValueError`` that lists the known ones. ``url_contains`` matches case-blind.
+    ``since`` is seconds since the epoch (see :func:`parse_since`); ``limit`` stops after that
+    many lines; ``runs`` restricts to named runs.
+
+    >>> LogFilter(decisions=("dropped",)).decisions == frozenset(DROPPED)
+    True
+    """
+
+    decisions: frozenset[str] | Iterable[str] = frozenset()
+    url_contains: str | None = None
+    since: float | None = None
+    limit: int | None = None
+    runs: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        names: set[str] = set()
+        for name in self.decisions:
+            if name in DECISION_GROUPS:
+                names.update(DECISION_GROUPS[name])
+            elif name in DECISIONS:
+                names.add(name)
+            else:
+                known = ", ".join([*DECISIONS, *DECISION_GROUPS])
+                raise ValueError(f"unknown decision {name!r} (known: {known})")
+        object.__setattr__(self, "decisions", frozenset(names))
+        if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 0):
+            raise ValueError(f"limit must be a non-negative integer; got {self.limit!r}")
+        if self.runs is not None:
+            object.__setattr__(self, "runs", tuple(self.runs))
+
+    def matches(self, entry: dict[str, Any]) -> bool:
+        if self.decisions and entry.get("decision") not in self.decisions:
+            return False
+        if self.url_contains and self.url_contains.casefold() not in str(
+            entry.get("url") or ""
+        ).casefold():
+            return False
+        if self.since is not None:
+            when = entry.get("time")
+            if not isinstance(when, (int, float)) or when < self.since:
+                return False
+        return True
+
+
+def _logs_dir(store: Store | str | os.PathLike[str]) -> Path:
+    return (store.path if isinstance(store, Store) else Path(store)) / "logs"
+
+
+def _read_lines(directory: Path, runs: Iterable[str] | None) -> Iterator[LoggedDecision]:
+    """Every line of the runs' logs in order, read by :func:`storage.log.read_log_lines`."""
+    for run, line, entry in read_log_lines(directory, runs):
+        yield LoggedDecision(run, line, entry)
+
+
+def decisions(
+    store: Store | str | os.PathLike[str], filters: LogFilter | None = None
+) -> Iterator[LoggedDecision]:
+    """The logged decisions of a store (an open :class:`Store` or its directory) that pass
+    ``filters``, every run oldest first, each run's lines in the order they were written.
+
+    Reads only the log files, never the index, so it runs beside a crawl that is writing (a
+    line being written is not yet complete and is not read). A store without logs yields
+    nothing. For pandas: ``pd.DataFrame(d.entry for d in decisions(path))``.
+    """
+    filters = filters or LogFilter()
+    if filters.limit == 0:
+        return
+    count = 0
+    for logged in _read_lines(_logs_dir(store), filters.runs):
+        if filters.matches(logged.entry):
+            yield logged
+            count += 1
+            if filters.limit is not None and count >= filters.limit:
+                return
+
+
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_since(text: str, now: datetime | None = None) -> float:
+    """Seconds since the epoch for ``--since``: an ISO date or time, or an age like ``2h``.
+
+    Ages: a number and one of ``s``, ``m``, ``h``, ``d``, ``w`` (seconds to weeks) before
+    ``now``. Dates and times: ISO 8601 (``2025-01-02``, ``2025-01-02T03:04``, ``2025-01-02
+    03:04:05+01:00``, a final ``Z`` for UTC); without an offset they are local time.
+
+    >>> now = datetime(2025, 1, 2, 12, 0, tzinfo=timezone.utc)
+    >>> parse_since("2h", now) == (now - timedelta(hours=2)).timestamp()
+    True
+    >>> parse_since("2025-01-02T10:00Z") == parse_since("2h", now)
+    True
+    >>> parse_since("yesterday")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot read 'yesterday' as a time: give an ISO date or time (2025-01-02, ...
+    """
+    match = _RELATIVE.match(text)
+    if match:
+        number, unit = float(match.group(1)), match.group(2).lower()
+        now = now or datetime.now(timezone.utc)
+        return (now - timedelta(seconds=number * _SECONDS[unit])).timestamp()
+    value = text.strip()
+    if value[-1:] in ("Z", "z"):
+        value = value[:-1] + "+00:00"
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(
+            f"cannot read {text!r} as a time: give an ISO date or time (2025-01-02, "
+            "2025-01-02T15:30) or an age (30m, 2h, 1d, 1w)"
+        ) from None
+    return when.timestamp()  # a naive datetime is local time
+
+
+# --- explaining one decision --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PageFacts:
+    """One page of an explanation: its record, and its canonical text when it can be had."""
+
+    url: str
+    doc_id: int
+    decision: str
+    #: when it was decided, seconds since the epoch
+    time: float
+    cluster_id: int | None
+    #: where its page is in the page store, ``file:offset`` (kept pages only)
+    page: str | None
+    #: distinct shingles, from its stored sketch (None without a sketch)
+    shingles: int | None
+    #: the canonical token stream, or None when it cannot be had (see ``text_note``)
+    tokens: tuple[str, ...] | None = field(default=None, repr=False)
+    #: "page store" (re-canonicalised from the WARC record) or "kept text" (the texts db)
+    text_source: str | None = None
+    #: False when the text is only a prefix of the stream that was sketched
+    text_complete: bool = False
+    #: one line: why there is no text, or why it is incomplete
+    text_note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "doc_id": self.doc_id,
+            "decision": self.decision,
+            "time": self.time,
+            "cluster_id": self.cluster_id,
+            "page": self.page,
+            "tokens": None if self.tokens is None else len(self.tokens),
+            "shingles": self.shingles,
+            "text_source": self.text_source,
+            "text_complete": self.text_complete,
+            "text_note": self.text_note,
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A page (A) against the page it duplicated (B): estimated, exact, and where they differ.
+
+    Estimates come from the two stored sketches (Theorem 1); ``matches`` of ``sample_size``
+    sketch entries agreed (MIN_s: among the first s' of the merged sketches). Exact values come
+    from the full shingle sets of the two token streams, and are None without both texts;
+    ``exact_partial`` says a text was cut (``review.max_text_bytes``), so the exact values are
+    those of the kept prefixes. ``differences`` are the passages where the streams differ.
+    """
+
+    estimated_resemblance: float | None
+    estimated_containment_a_in_b: float | None
+    estimated_containment_b_in_a: float | None
+    matches: int | None
+    sample_size: int | None
+    exact_resemblance: float | None = None
+    exact_containment_a_in_b: float | None = None
+    exact_containment_b_in_a: float | None = None
+    shared_shingles: int | None = None
+    exact_partial: bool = False
+    differences: tuple[Passage, ...] = ()
+    #: tokens the two streams share, in the alignment of ``differences``
+    shared_tokens: int | None = None
+
+    @property
+    def has_exact(self) -> bool:
+        return self.exact_resemblance is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "estimate": {
+                "resemblance": self.estimated_resemblance,
+                "containment_a_in_b": self.estimated_containment_a_in_b,
+                "containment_b_in_a": self.estimated_containment_b_in_a,
+                "matches": self.matches,
+                "sample_size": self.sample_size,
+            },
+            "exact": None
+            if not self.has_exact
+            else {
+                "resemblance": self.exact_resemblance,
+                "containment_a_in_b": self.exact_containment_a_in_b,
+                "containment_b_in_a": self.exact_containment_b_in_a,
+                "shared_shingles": self.shared_shingles,
+                "partial": self.exact_partial,
+            },
+            "shared_tokens": self.shared_tokens,
+            "differences": [p.to_dict() for p in self.differences],
+        }
+
+
+@dataclass(frozen=True)
+class Member:
+    """A page of a cluster, with its estimated resemblance to the page being explained."""
+
+    url: str
+    doc_id: int
+    decision: str
+    time: float
+    resemblance: float | None
+    matches: int | None
+    sample_size: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "doc_id": self.doc_id,
+            "decision": self.decision,
+            "time": self.time,
+            "resemblance": self.resemblance,
+            "matches": self.matches,
+            "sample_size": self.sample_size,
+        }
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """A cluster: its first page and every other member (the pages dropped into it)."""
+
+    cluster_id: int
+    size: int
+    #: True while every member has the first member's canonical text
+    identical: bool
+    first_doc: int
+    first_url: str | None
+    #: every member but the explained page, in decision order
+    members: tuple[Member, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster_id": self.cluster_id,
+            "size": self.size,
+            "identical": self.identical,
+            "first_doc": self.first_doc,
+            "first_url": self.first_url,
+            "members": [m.to_dict() for m in self.members],
+        }
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why one page got its decision; :meth:`to_dict` is the ``--json`` form.
+
+    ``page`` is the page asked about (A). For a dropped page, ``original`` is the page it
+    duplicated (B) and ``comparison`` compares the two. ``cluster`` is the page's cluster (for
+    a kept page: the pages dropped into it). ``log`` is the page's dedup-log line, if the log
+    has it (``reason`` and ``duplicate_of`` come from there). ``notes`` are one-line caveats
+    (a text not kept, a text cut, an original found without the log, ...).
+    """
+
+    page: PageFacts
+    params: SketchParams
+    log: dict[str, Any] | None = None
+    original: PageFacts | None = None
+    comparison: Comparison | None = None
+    cluster: ClusterFacts | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def dropped(self) -> bool:
+        return self.page.decision in DROPPED
+
+    @property
+    def reason(self) -> str | None:
+        return None if self.log is None else self.log.get("reason")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "url": self.page.url,
+            "decision": self.page.decision,
+            "reason": self.reason,
+            "page": self.page.to_dict(),
+            "duplicate_of": None if self.original is None else self.original.to_dict(),
+            "comparison": None if self.comparison is None else self.comparison.to_dict(),
+            "cluster": None if self.cluster is None else self.cluster.to_dict(),
+            "log": self.log,
+            "notes": list(self.notes),
+            "parameters": self.params.to_dict(),
+        }
+
+
+def explain(store: Store, url: str) -> Explanation:
+    """Explain the decision the store holds for ``url`` (exactly this string).
+
+    Raises :class:`UnknownURL` when the store has no decision for it. Reads the index, the
+    page store and the dedup logs; writes nothing.
+    """
+    doc_id = store.find_url(url)
+    record = store.document(doc_id) if doc_id is not None else None
+    if doc_id is None or record is None:
+        raise UnknownURL(
+            f"no decision for {url} in store {store.path} (URLs must match exactly; "
+            f"find it with: neardup log --store {store.path} --url-contains TEXT)"
+        )
+    notes: list[str] = []
+    log = _log_line(store, url, doc_id)
+    dropped = record.decision in DROPPED
+    page = _facts(store, doc_id, record, notes, "this page", with_text=dropped)
+    original = comparison = None
+    if dropped:
+        original_id = _original(store, record, doc_id, log, notes)
+        original_record = store.document(original_id) if original_id is not None else None
+        if original_id is not None and original_record is not None:
+            original = _facts(store, original_id, original_record, notes, "the original")
+            comparison = _compare(store, page, original, notes)
+        else:
+            notes.append("the page it duplicated could not be found in the store")
+    return Explanation(
+        page=page,
+        params=store.params,
+        log=log,
+        original=original,
+        comparison=comparison,
+        cluster=_cluster(store, doc_id, record),
+        notes=tuple(notes),
+    )
+
+
+def _log_line(store: Store, url: str, doc_id: int) -> dict[str, Any] | None:
+    """The page's dedup-log line (the last one for its document, should a run repeat it).
+
+    Lines are decoded only when they contain the URL as JSON writes it, so a long log costs
+    one substring test per line.
+    """
+    needle = json.dumps(url, ensure_ascii=False)
+    found: dict[str, Any] | None = None
+    for logged in _read_lines(_logs_dir(store), None):
+        if needle not in logged.line:
+            continue
+        entry = logged.entry
+        if entry.get("url") == url and entry.get("doc_id") in (doc_id, None):
+            found = entry
+    return found
+
+
+def _facts(
+    store: Store,
+    doc_id: int,
+    record: DocumentRecord,
+    notes: list[str],
+    who: str,
+    *,
+    with_text: bool = True,
+) -> PageFacts:
+    sketch = store.sketch(doc_id)
+    page = f"{record.page.file}:{record.page.offset}" if record.page is not None else None
+    tokens, source, complete, note = None, None, False, None
+    if with_text:
+        tokens, source, complete, note = _tokens(store, doc_id, record)
+    if note is not None:
+        notes.append(f"{who}: {note}")
+    return PageFacts(
+        url=record.url,
+        doc_id=doc_id,
+        decision=record.decision,
+        time=record.time,
+        cluster_id=record.cluster_id,
+        page=page,
+        shingles=None if sketch is None else int(sketch.n),
+        tokens=None if tokens is None else tuple(tokens),
+        text_source=source,
+        text_complete=complete,
+        text_note=note,
+    )
+
+
+def _tokens(
+    store: Store, doc_id: int, record: DocumentRecord
+) -> tuple[list[str] | None, str | None, bool, str | None]:
+    """(tokens, source, complete, note): from the page store if it has the page, else the
+    texts database; complete when they hash to the content hash recorded at decision time."""
+    params = store.params
+    if record.page is not None:
+        try:
+            _, _, headers, body = store.read_page(record.page)
+        except (StoreError, OSError) as exc:
+            return None, None, False, f"its stored page cannot be read ({exc})"
+        content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
+        tokens = html_tokens(body, unit=params.unit, encoding=charset_of(content_type))
+        if record.content_hash is not None and content_hash(tokens) != record.content_hash:
+            return tokens, "page store", False, (
+                "its stored page canonicalises differently now than when it was decided "
+                "(another canonicaliser version?); exact values are of today's text"
+            )
+        return tokens, "page store", True, None
+    text = store.text(doc_id)
+    if text is None:
+        if record.decision == "kept":
+            return None, None, False, "kept without its page (a crawl without the storage stage)"
+        return None, None, False, (
+            "its canonical text was not kept (review.keep_text was off, or the store "
+            "predates it); only the estimates from the sketches are shown"
+        )
+    tokens = tokens_of_text(text, params.unit)
+    if record.content_hash is not None and content_hash(tokens) != record.content_hash:
+        return tokens, "kept text", False, (
+            f"only the first {len(tokens):,} tokens of its text were kept "
+            "(review.max_text_bytes); exact values are of that part"
+        )
+    return tokens, "kept text", True, None
+
+
+def _original(
+    store: Store,
+    record: DocumentRecord,
+    doc_id: int,
+    log: dict[str, Any] | None,
+    notes: list[str],
+) -> int | None:
+    """The page a dropped page duplicated: the log's ``duplicate_of``; without it, the first
+    page with the same text (exact duplicates) or the cluster's first page."""
+    named = log.get("duplicate_of") if log is not None else None
+    if isinstance(named, str):
+        found = store.find_url(named)
+        if found is not None:
+            return found
+    if record.decision == "exact_duplicate" and record.content_hash is not None:
+        exact = store.index.find_exact(record.content_hash)
+        if exact is not None and exact[0] != doc_id:
+            notes.append("the dedup log has no line for this page: the original is the first "
+                         "page with the same canonical text")  # fmt: skip
+            return exact[0]
+    if record.cluster_id is not None:
+        try:
+            first = store.index.cluster(record.cluster_id).first_doc
+        except KeyError:
+            return None
+        if first != doc_id:
+            notes.append("the dedup log has no line for this page: the original shown is its "
+                         "cluster's first page")  # fmt: skip
+            return first
+    return None
+
+
+def _number(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
+
+
+def _compare(store: Store, a: PageFacts, b: PageFacts, notes: list[str]) -> Comparison:
+    sketch_a, sketch_b = store.sketch(a.doc_id), store.sketch(b.doc_id)
+    est: dict[str, Any] = dict.fromkeys(
+        ("resemblance", "a_in_b", "b_in_a", "matches", "sample_size")
+    )
+    if sketch_a is not None and sketch_b is not None:
+        e = estimate(sketch_a, sketch_b)
+        est = {
+            "resemblance": _number(e.resemblance),
+            "a_in_b": _number(e.containment_a_in_b),
+            "b_in_a": _number(e.containment_b_in_a),
+            "matches": e.matches,
+            "sample_size": e.sample_size,
+        }
+    else:
+        notes.append("a sketch is missing from the store: no estimates")
+    exact: dict[str, Any] = {}
+    if a.tokens is not None and b.tokens is not None:
+        sketcher = Sketcher(store.params)
+        set_a, set_b = sketcher.exact_shingles(a.tokens), sketcher.exact_shingles(b.tokens)
+        unit = store.params.unit
+        found = differences(a.tokens, b.tokens, unit)
+        changed = sum(p.a_end - p.a_start for p in found)
+        exact = {
+            "exact_resemblance": exact_resemblance(set_a, set_b),
+            "exact_containment_a_in_b": exact_containment(set_a, set_b),
+            "exact_containment_b_in_a": exact_containment(set_b, set_a),
+            "shared_shingles": len(set_a & set_b),
+            "exact_partial": not (a.text_complete and b.text_complete),
+            "differences": tuple(found),
+            "shared_tokens": len(a.tokens) - changed,
+        }
+    return Comparison(
+        estimated_resemblance=est["resemblance"],
+        estimated_containment_a_in_b=est["a_in_b"],
+        estimated_containment_b_in_a=est["b_in_a"],
+        matches=est["matches"],
+        sample_size=est["sample_size"],
+        **exact,
+    )
+
+
+def _cluster(store: Store, doc_id: int, record: DocumentRecord) -> ClusterFacts | None:
+    """The page's cluster, each other member with its estimated resemblance to the page."""
+    if record.cluster_id is None:
+        return None
+    try:
+        info = store.index.cluster(record.cluster_id)
+    except KeyError:
+        return None
+    own = store.sketch(doc_id)
+    members = []
+    for member_id in store.index.members(record.cluster_id):
+        if member_id == doc_id:
+            continue
+        member = store.document(member_id)
+        if member is None:
+            continue
+        sketch = store.sketch(member_id)
+        r = matches = size = None
+        if own is not None and sketch is not None:
+            e = estimate(sketch, own)
+            r, matches, size = _number(e.resemblance), e.matches, e.sample_size
+        members.append(
+            Member(member.url, member_id, member.decision, member.time, r, matches, size)
+        )
+    first = store.document(info.first_doc)
+    return ClusterFacts(
+        cluster_id=info.cluster_id,
+        size=info.size,
+        identical=info.identical,
+        first_doc=info.first_doc,
+        first_url=None if first is None else first.url,
+        members=tuple(members),
+    )

@@ -1,0 +1,128 @@
+"""A page as the crawl's dedup work needs it: plain data, whatever the item's class.
+
+The stages accept our spider's :class:`~crawler.items.PageItem` or any item with a ``url`` and a
+token stream, a body, HTML or text (:mod:`crawler.pipelines`). They read each item once into a
+:class:`PageView`, which is what crosses the pipe to the worker process (:mod:`crawler.work.process`):
+a flat tuple, the tokens joined into one string (one object to pickle instead of hundreds). The
+worker process imports this module to read pages back, so it imports nothing of Scrapy
+(``itemadapter`` loads Scrapy: it is imported only to read an item of another class).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from crawler.items import PageItem
+from dedup.units import JoinedTokens
+
+__all__ = ["PageView"]
+
+
+@dataclass
+class PageView:
+    """What the stages read from an item, whatever its class (plain data: it is pickled to the
+    worker)."""
+
+    url: str
+    #: None when the item carries no token stream (the dedup stage canonicalises then); after
+    #: the pipe, the joined form the sketch reads
+    tokens: Sequence[str] | JoinedTokens | None
+    skip_reason: str | None
+    skip_detail: str | None
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+    #: "html" or "text": how to canonicalise ``body`` when there are no tokens
+    kind: str
+    fetched_at: float | None
+    canonicalise_seconds: float
+
+    def to_wire(self) -> tuple[Any, ...]:
+        """The page as a tuple for the worker's pipe: the tokens joined into one string (one
+        object to pickle instead of hundreds) unless one holds the separator.
+
+        >>> page = PageView("http://a.test/", ["a", "rose"], None, None, 200, [], b"", "html",
+        ...                 None, 0.0)
+        >>> PageView.from_wire(page.to_wire()).tokens
+        JoinedTokens(data=b'a\\x00rose', count=2)
+        """
+        tokens: Any = self.tokens
+        if isinstance(tokens, JoinedTokens):
+            tokens = tokens.tokens()
+        if tokens is not None:
+            joined = _TOKEN_SEP.join(tokens)
+            if joined.count(_TOKEN_SEP) == len(tokens) - 1 and tokens:
+                tokens = joined
+        return (self.url, tokens, self.skip_reason, self.skip_detail, self.status, self.headers,
+                self.body, self.kind, self.fetched_at, self.canonicalise_seconds)  # fmt: skip
+
+    @classmethod
+    def from_wire(cls, wire: tuple[Any, ...]) -> PageView:
+        """The page back from :meth:`to_wire`; joined tokens stay joined (what a sketch reads)."""
+        page = cls(*wire)
+        if isinstance(page.tokens, str):
+            joined = page.tokens
+            page.tokens = JoinedTokens(joined.encode("utf-8"), joined.count(_TOKEN_SEP) + 1)
+        return page
+
+    @classmethod
+    def of(cls, item: Any) -> PageView:
+        if type(item) is PageItem:  # our spider's item: plain attributes, no adapter needed
+            return cls(
+                url=item.url,
+                tokens=item.tokens,
+                skip_reason=item.skip_reason or None,
+                skip_detail=item.skip_detail or None,
+                status=item.status or 200,
+                headers=_header_pairs(item.headers),
+                body=item.body,
+                kind="html",
+                fetched_at=item.fetched_at or None,
+                canonicalise_seconds=item.canonicalise_seconds,
+            )
+        from itemadapter import ItemAdapter  # it loads Scrapy, which the worker does without
+
+        a = ItemAdapter(item)
+        body: Any = a.get("body")
+        kind = "html"
+        if body is None and a.get("html") is not None:
+            body = a.get("html")
+        if body is None and a.get("text") is not None:
+            body, kind = a.get("text"), "text"
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        tokens = a.get("tokens")
+        return cls(
+            url=str(a.get("url") or ""),
+            tokens=None if tokens is None else list(tokens),
+            skip_reason=a.get("skip_reason") or None,
+            skip_detail=a.get("skip_detail") or None,
+            status=int(a.get("status") or 200),
+            headers=_header_pairs(a.get("headers")),
+            body=bytes(body or b""),
+            kind=kind,
+            fetched_at=a.get("fetched_at") or None,
+            canonicalise_seconds=float(a.get("canonicalise_seconds") or 0.0),
+        )
+
+
+#: joins the tokens of a page on its way to the worker (tokens that hold it go as a list)
+_TOKEN_SEP = "\x00"
+
+
+def _header_pairs(value: Any) -> list[tuple[str, str]]:
+    """Headers as (name, value) strings from pairs, a dict, or Scrapy's Headers."""
+    if not value:
+        return [("Content-Type", "text/html; charset=utf-8")]
+    pairs: Iterable[Any] = value.items() if isinstance(value, Mapping) else value
+    out = []
+    for name, values in pairs:
+        for v in values if isinstance(values, (list, tuple)) else [values]:
+            out.append((_text(name), _text(v)))
+    return out
+
+
+def _text(value: Any) -> str:
+    return value.decode("latin-1") if isinstance(value, (bytes, bytearray)) else str(value)

@@ -1,0 +1,400 @@
+"""The worker process that runs the crawl's dedup and storage work, and the crawl's side of it.
+
+A crawl is CPU-bound on Scrapy's event-loop thread, and nearly all of the dedup and storage
+work (sketch, decide, index, WARC, commit, log) is Python that holds the GIL: on a worker
+*thread* it only took turns with Scrapy, and lost to running it inline (the benchmark's 2,400
+pages: 20.8 s on a thread, 17.5 s inline, 14.3 s without the stage). So, while an asyncio event
+loop runs (``NEARDUP_WORKER="process"``, the default), the
+:class:`~crawler.work.steps.StoreWork` runs in one child process, started in ``open_spider``,
+fed over a pipe; Scrapy goes on fetching and parsing on its core meanwhile. The stages send a
+page (:class:`~crawler.work.page.PageView`: URL, tokens, status, headers, body) and get back a
+small :class:`~crawler.work.steps.Outcome`; the event-loop thread only pickles, counts stats and
+raises the drop (about 0.1 ms a page).
+
+*One* worker, fed in arrival order, keeps the greedy clustering deterministic (each page is
+decided against every page that arrived before it) and the LMDB write transaction on one
+thread. The child ignores Ctrl-C (the crawl stops it), dies with the crawl
+(``PR_SET_PDEATHSIG`` on Linux), and on a closed pipe aborts its batch. A worker that dies is
+a store failure: the crawl is stopped, and every page still on its way is dropped with a
+one-line reason (``StoreFailed``), so that nothing waits for a worker that has gone.
+
+**The protocol.** Pickled messages, each framed by its length (4 bytes, big-endian), over two
+pipes. The crawl sends ``open`` (the settings; the worker answers ``opened`` with the store's
+repairs, or ``open_failed``), then steps in order: ``decide``, ``store``, ``not_stored``,
+``tick``, and ``finish`` last; the worker answers each with ``done`` and its
+outcome (``finished`` for the last, with the run's totals), and sends ``totals`` on a tick and
+``log`` for each of its log records, which the crawl logs where Scrapy logs.
+
+The child runs ``python -c`` :data:`_CHILD` with this package's root first on ``sys.path``, and
+imports this module, the store work, ``dedup`` and ``storage``, but nothing of Scrapy: importing
+it made the worker's first answer about 0.2 s later (0.5 s instead of 0.3 s). Keep Scrapy, the
+spider and the review commands out of this module's imports and those of the modules it loads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import resource
+import signal
+import struct
+import subprocess
+import sys
+import time
+import traceback
+from collections import deque
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from crawler.work.page import PageView
+from crawler.ipc import die_with_parent
+from crawler.work.steps import Outcome, StoreWork, failure_outcome
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from crawler.pipelines.session import DedupSession
+    from crawler.work.settings import SessionSettings
+
+__all__ = ["Worker"]
+
+logger = logging.getLogger(__name__)
+
+_FRAME = struct.Struct(">I")
+
+
+def _frame(message: Any) -> bytes:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _FRAME.pack(len(data)) + data
+
+
+def _unframe(buffer: bytearray) -> list[Any]:
+    """Every complete message at the start of ``buffer`` (removed from it)."""
+    messages = []
+    start = 0
+    while len(buffer) - start >= _FRAME.size:
+        (size,) = _FRAME.unpack_from(buffer, start)
+        end = start + _FRAME.size + size
+        if len(buffer) < end:
+            break
+        messages.append(pickle.loads(buffer[start + _FRAME.size : end]))
+        start = end
+    del buffer[:start]
+    return messages
+
+
+class _ChildPipe:
+    """The worker's ends of its two pipes: blocking reads of whole messages, and replies kept
+    until :meth:`flush`, so that a burst of pages is answered with one write."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self.read_fd, self.write_fd = read_fd, write_fd
+        self._in = bytearray()
+        self._out: list[bytes] = []
+
+    def receive(self) -> list[Any] | None:
+        """The messages that have arrived (waiting for at least one); None at end of input."""
+        while True:
+            messages = _unframe(self._in)
+            if messages:
+                return messages
+            data = os.read(self.read_fd, 1 << 20)
+            if not data:
+                return None
+            self._in += data
+
+    def send(self, message: Any) -> None:
+        self._out.append(_frame(message))
+
+    def flush(self) -> None:
+        data = memoryview(b"".join(self._out))
+        self._out.clear()
+        while data:
+            data = data[os.write(self.write_fd, data) :]
+
+
+class _Forward(logging.Handler):
+    """Sends the worker's log records to the crawl, which logs them where Scrapy logs."""
+
+    def __init__(self, pipe: _ChildPipe) -> None:
+        super().__init__(logging.INFO)
+        self.pipe = pipe
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.pipe.send(("log", record.levelno, record.name, self.format(record)))
+        except Exception:  # noqa: BLE001 - logging must never break the work
+            self.handleError(record)
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+#: the worker's command line: ``python -c _CHILD PACKAGE_ROOT READ_FD WRITE_FD``
+_CHILD = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from crawler.work.process import _child_main; _child_main()"
+)
+
+
+def _child_main() -> None:
+    """The worker process (see :data:`_CHILD` and :class:`Worker`)."""
+    parent = os.getppid()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the crawl, which stops us
+    die_with_parent()
+    if os.getppid() != parent:  # the crawl died before we asked
+        return
+    pipe = _ChildPipe(int(sys.argv[1]), int(sys.argv[2]))
+    root = logging.getLogger()
+    root.addHandler(_Forward(pipe))
+    root.setLevel(logging.INFO)
+    first = pipe.receive()
+    if not first:
+        return
+    _, config, storing, fused, run_id = first[0]
+    work = StoreWork(config, storing=storing, fused=fused, run_id=run_id)
+    try:
+        repairs = work.open()
+    except Exception as exc:  # noqa: BLE001 - reported to the crawl, which stops
+        pipe.send(("open_failed", "".join(traceback.format_exception(exc)).rstrip()))
+        pipe.flush()
+        return
+    pipe.send(("opened", repairs))
+    try:
+        _serve(pipe, work, first[1:])
+    finally:
+        work.close()  # an aborted batch at worst: the next open cuts its WARC tail off
+
+
+def _serve(pipe: _ChildPipe, work: StoreWork, messages: list[Any]) -> None:
+    """Run the steps in arrival order, holding decisions while a commit waits (the hold is
+    described in :mod:`crawler.work.steps`)."""
+    held: deque[tuple[Any, ...]] = deque()
+    held_since = 0.0
+    hold_limit = max(1.0, 2 * work.config.batch_seconds)
+
+    def run(message: tuple[Any, ...]) -> None:
+        kind, seq = message[0], message[1]
+        try:
+            if kind == "decide":
+                outcome = work.decide(PageView.from_wire(message[2]))
+            elif kind == "store":
+                outcome = work.store_page(PageView.from_wire(message[2]))
+            elif kind == "not_stored":
+                outcome = work.not_stored(message[2], message[3])
+            else:
+                outcome = work.tick()
+                pipe.send(("totals", {**work.totals(), "cpu": _cpu_seconds()}))
+        except Exception as exc:  # noqa: BLE001 - a bug in a step fails the store, not us
+            work.fail()
+            outcome = failure_outcome(exc)
+        pipe.send(("done", seq, outcome))
+
+    while True:
+        for message in messages:
+            if message[0] == "finish":
+                while held:
+                    run(held.popleft())
+                pipe.send(("finished", message[1], {**work.finish(), "cpu": _cpu_seconds()}))
+                pipe.flush()
+                os._exit(0)  # all is committed and closed: no interpreter teardown to wait for
+            if message[0] == "decide" and (held or work.must_hold()):
+                if not held:
+                    held_since = time.monotonic()
+                held.append(message)
+                continue
+            run(message)
+            if held:
+                expired = time.monotonic() - held_since >= hold_limit
+                if expired or not work.pending:
+                    work.commit_if_due()
+                    while held and (expired or not work.must_hold()):
+                        run(held.popleft())
+                    held_since = time.monotonic()
+        pipe.flush()
+        received = pipe.receive()
+        if received is None:  # the crawl has gone without closing: commit nothing more
+            return
+        messages = received
+
+
+class Worker:
+    """The crawl's side of the worker process: sends steps, settles their futures."""
+
+    def __init__(self, session: DedupSession, loop: asyncio.AbstractEventLoop) -> None:
+        self.session = session
+        self.loop = loop
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._seq = 0
+        self._futures: dict[int, tuple[asyncio.Future[Any], Any]] = {}
+        self._in = bytearray()
+        self._backlog = bytearray()
+        self._read_fd = self._write_fd = -1
+        self._finished: dict[str, Any] | None = None
+        self._gone = False
+
+    def start(self, config: SessionSettings, storing: bool, fused: bool, run_id: str) -> None:
+        from_parent, to_child = os.pipe()
+        from_child, to_parent = os.pipe()
+        # this very package, whatever the working directory holds
+        package_root = str(Path(__file__).resolve().parents[2])
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _CHILD, package_root, str(from_parent), str(to_parent)],
+                pass_fds=(from_parent, to_parent), stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        finally:
+            os.close(from_parent)
+            os.close(to_parent)
+        self._read_fd, self._write_fd = from_child, to_child
+        os.set_blocking(from_child, False)
+        os.set_blocking(to_child, False)
+        self.loop.add_reader(from_child, self._readable)
+        self._send(("open", config, storing, fused, run_id))
+
+    def submit(self, kind: str, *args: Any, item: Any = None) -> asyncio.Future[Any]:
+        """Send a step; the future gets ``item``, or the step's drop as its exception."""
+        future = self.loop.create_future()
+        if self._gone:
+            self.session._settle(future, _gone_outcome(self.proc), item)
+            return future
+        self._seq += 1
+        self._futures[self._seq] = (future, item)
+        self._send((kind, self._seq, *args))
+        return future
+
+    def _send(self, message: Any) -> None:
+        data = _frame(message)
+        if self._backlog:
+            self._backlog += data
+            return
+        try:
+            written = os.write(self._write_fd, data)
+        except BlockingIOError:
+            written = 0
+        except OSError:  # the worker has gone; _lost says so
+            return
+        if written < len(data):
+            self._backlog += data[written:]
+            self.loop.add_writer(self._write_fd, self._drain)
+
+    def _drain(self) -> None:
+        try:
+            written = os.write(self._write_fd, self._backlog)
+        except BlockingIOError:
+            return
+        except OSError:
+            written = len(self._backlog)
+        del self._backlog[:written]
+        if not self._backlog:
+            self.loop.remove_writer(self._write_fd)
+
+    def _readable(self) -> None:
+        try:
+            data = os.read(self._read_fd, 1 << 20)
+        except BlockingIOError:
+            return
+        if not data:
+            self._lost()
+            return
+        self._in += data
+        for message in _unframe(self._in):
+            self._handle(message)
+
+    def _handle(self, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "done":
+            waiting = self._futures.pop(message[1], None)
+            if waiting is not None:
+                self.session._settle(waiting[0], message[2], waiting[1])
+        elif kind == "log":
+            logging.getLogger(message[2]).log(message[1], "%s", message[3])
+        elif kind == "totals":
+            self.session._totals(message[1])
+        elif kind == "opened":
+            for line in message[1]:
+                logger.warning("Store %s repaired on opening: %s", self.session.config.store, line)
+        elif kind == "open_failed":
+            self.session._stop_crawl(f"the worker could not open the store:\n{message[1]}")
+        elif kind == "finished":
+            self._finished = message[2]
+
+    def _lost(self) -> None:
+        """The worker's pipe closed: every page still waiting for it is dropped."""
+        if self._gone:
+            return
+        self._gone = True
+        self.loop.remove_reader(self._read_fd)
+        if self._backlog:
+            self.loop.remove_writer(self._write_fd)
+            self._backlog.clear()
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        outcome = _gone_outcome(self.proc)
+        futures, self._futures = self._futures, {}
+        if futures or self._finished is None:
+            self.session._stop_crawl(outcome.failure or "the worker process exited")
+        for future, item in futures.values():
+            self.session._settle(future, replace(outcome, failure=None), item)
+
+    def finish(self) -> dict[str, Any] | None:
+        """The last step, waited for (blocking): the worker commits, closes and exits."""
+        if not self._gone:
+            self._seq += 1
+            self._send(("finish", self._seq))
+            if self._backlog:
+                self.loop.remove_writer(self._write_fd)
+            self.loop.remove_reader(self._read_fd)
+            os.set_blocking(self._write_fd, True)
+            os.set_blocking(self._read_fd, True)
+            try:
+                while self._backlog:
+                    del self._backlog[: os.write(self._write_fd, self._backlog)]
+                while self._finished is None:
+                    data = os.read(self._read_fd, 1 << 20)
+                    if not data:
+                        break
+                    self._in += data
+                    for message in _unframe(self._in):
+                        self._handle(message)
+            except OSError:
+                pass
+            self._gone = True
+        for fd in (self._read_fd, self._write_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self.proc is not None and self._finished is None:
+            # it answered nothing: make sure it is gone. A worker that answered has closed the
+            # store (its writer lock is free) and only has its interpreter to tear down
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._finished is None:
+            outcome = _gone_outcome(self.proc)
+            for future, item in self._futures.values():
+                self.session._settle(future, replace(outcome, failure=None), item)
+            self._futures.clear()
+        return self._finished
+
+
+def _gone_outcome(proc: subprocess.Popen[bytes] | None) -> Outcome:
+    code = proc.returncode if proc is not None else None
+    how = f"exited with status {code}" if code is not None else "stopped answering"
+    return Outcome(
+        drop="store_failed",
+        message=f"not decided: the neardup worker process {how}",
+        level="WARNING",
+        failure=f"the neardup worker process {how}",
+    )

@@ -53,7 +53,7 @@ NEARDUP_EXCLUDE: list[str] = list(_CRAWL.exclude)  # regexes; a link matching on
 NEARDUP_MAX_PAGES = _CRAWL.max_pages  # URLs the spider schedules at most (0 = no limit)
 NEARDUP_KEEP_TEXT = _CONFIG.review.keep_text  # keep dropped pages' canonical text (explain)
 NEARDUP_MAX_TEXT_BYTES = _CONFIG.review.max_text_bytes  # a longer kept text is cut to this
-NEARDUP_CAP = 64  # clusters read per fingerprint: the boilerplate cap that keeps clustering O(rs)
+NEARDUP_CAP = _DEDUP.cap  # clusters read per fingerprint: the boilerplate cap (keeps it O(rs))
 NEARDUP_WORKER = "process"  # where decisions and storage run: "process" (a worker) or "inline"
 NEARDUP_RUN_ID = None  # name of this run's dedup log; None = start time and process id
 NEARDUP_PROGRESS = False  # the live progress line on stderr (neardup crawl turns it on)
@@ -116,6 +116,7 @@ def scrapy_settings(config: Config) -> dict[str, Any]:
             "NEARDUP_CONTAINMENT": config.dedup.containment,
             "NEARDUP_REPRESENTATIVE": config.dedup.representative,
             "NEARDUP_CANONICALISER": config.dedup.canonicaliser,
+            "NEARDUP_CAP": config.dedup.cap,
             "NEARDUP_BATCH_SIZE": crawl.batch_size,
             "NEARDUP_BATCH_SECONDS": crawl.batch_seconds,
             "NEARDUP_ALLOWED_DOMAINS": list(crawl.allowed_domains),

@@ -20,7 +20,7 @@ A crawler must decide before it stores and store before it records, so the work 
 >>> a = MinSketch(range(0, 100), s=100, n=1000)
 >>> b = MinSketch(range(10, 110), s=100, n=1000)  # shares 90 of its 100 smallest ids with a
 >>> clusterer.assign(0, a, content_hash=1).decision.kind
-'new'
+'kept'
 >>> d = clusterer.assign(1, b, content_hash=2).decision
 >>> d.kind, d.cluster_id, d.representative_doc, d.resemblance
 ('near_duplicate', 0, 0, 0.9)
@@ -68,6 +68,7 @@ from dedup.params import DedupParams
 from dedup.sketches import MinModSketch, MinSketch, ModSketch, PermutationSketch, Sketch
 
 __all__ = [
+    "DROPPED",
     "KINDS",
     "Assignment",
     "Decision",
@@ -80,12 +81,14 @@ __all__ = [
     "resemblance_bound",
 ]
 
-#: what can happen to a document, in the order they are tried
-KINDS = ("exact_duplicate", "near_duplicate", "contained", "new")
+#: the decisions that drop a document: it duplicates, or is contained in, a kept one
+DROPPED = ("exact_duplicate", "near_duplicate", "contained")
+#: what can happen to a document, in the order they are tried: dropped, else kept
+KINDS = (*DROPPED, "kept")
 
 _STATS = (
     "documents",
-    "new",
+    "kept",
     "exact_duplicate",
     "near_duplicate",
     "contained",
@@ -129,8 +132,8 @@ class Decision:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"decision kind must be one of {', '.join(KINDS)}; got {self.kind!r}")
-        if (self.kind == "new") != (self.cluster_id is None):
-            raise ValueError(f"a {self.kind!r} decision needs cluster_id None exactly when new")
+        if (self.kind == "kept") != (self.cluster_id is None):
+            raise ValueError(f"a {self.kind!r} decision needs cluster_id None exactly when kept")
 
 
 @dataclass(frozen=True)
@@ -149,19 +152,17 @@ class Assignment:
 class GreedyClusterer:
     """Greedy clustering over ``index`` with the rule in ``params``.
 
-    ``cap`` bounds the clusters read per fingerprint (see :meth:`ClusterIndex.candidates`): a
+    ``params.cap`` bounds the clusters read per fingerprint (see :meth:`ClusterIndex.candidates`): a
     fingerprint in the representatives of more than ``cap`` clusters — boilerplate — costs
     ``cap`` lookups, so a document costs at most ``s·cap`` whatever the corpus.
     """
 
-    def __init__(self, index: ClusterIndex, params: DedupParams, cap: int = 64) -> None:
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-            raise ValueError(f"cap must be a positive integer; got {cap!r}")
+    def __init__(self, index: ClusterIndex, params: DedupParams) -> None:
         if not isinstance(params, DedupParams):
             raise ValueError(f"params must be a DedupParams; got {type(params).__name__}")
         self.index = index
         self.params = params
-        self.cap = cap
+        self.cap = params.cap
         #: counters over applied documents: how often each outcome, and how often the cap bit
         self.stats: dict[str, int] = dict.fromkeys(_STATS, 0)
         #: the estimate down to which the index finds every reachable cluster (0.0: all of
@@ -244,7 +245,7 @@ class GreedyClusterer:
         if best_c is not None:
             _, cluster_id, est = best_c
             return self._joined("contained", cluster_id, est, None, compared, pruned, cands.capped)
-        return Decision("new", candidates=compared, pruned=pruned, capped=cands.capped)
+        return Decision("kept", candidates=compared, pruned=pruned, capped=cands.capped)
 
     def _joined(
         self,
@@ -297,9 +298,9 @@ class GreedyClusterer:
         if self._frequency is not None:
             distinct = sketch.distinct()
             self._frequency.add(distinct)
-            if decision.kind == "new":
+            if decision.kind == "kept":
                 indexed = self._indexed_part(sketch, distinct)
-        if decision.kind == "new":
+        if decision.kind == "kept":
             if not self._need_recorded:
                 self.index.set_index_need(self.index_need)
                 self._need_recorded = True
@@ -545,7 +546,6 @@ def cluster_documents(
     params: DedupParams,
     index: ClusterIndex | None = None,
     *,
-    cap: int = 64,
     first_doc_id: int = 0,
 ) -> list[Assignment]:
     """Cluster ``(sketch, content_hash)`` pairs in order; document ids count from ``first_doc_id``.
@@ -559,7 +559,7 @@ def cluster_documents(
     ...                                          DedupParams())]
     [0, 1, 0]
     """
-    clusterer = GreedyClusterer(MemoryIndex() if index is None else index, params, cap)
+    clusterer = GreedyClusterer(MemoryIndex() if index is None else index, params)
     return [
         clusterer.assign(first_doc_id + i, sketch, content_hash)
         for i, (sketch, content_hash) in enumerate(sketches_and_hashes)

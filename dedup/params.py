@@ -115,6 +115,9 @@ class DedupParams:
     representative: str = "first"
     #: HTML canonicaliser: "fast" (lexbor) or "reference" (BeautifulSoup); same tokens either way
     canonicaliser: str = "fast"
+    #: clusters read per fingerprint: the boilerplate cap that keeps clustering O(rs) (a
+    #: fingerprint shared by more clusters, such as a site template's, costs this many lookups)
+    cap: int = 64
 
     def __post_init__(self) -> None:
         _unit_interval("dedup.threshold", self.threshold)
@@ -122,6 +125,8 @@ class DedupParams:
             _unit_interval("dedup.containment", self.containment)
         _choice("dedup.representative", self.representative, REPRESENTATIVES)
         _choice("dedup.canonicaliser", self.canonicaliser, ENGINES)
+        if isinstance(self.cap, bool) or not isinstance(self.cap, int) or self.cap < 1:
+            raise ValueError(f"dedup.cap must be a positive integer; got {self.cap!r}")
 
 
 def _unit_interval(name: str, value: object) -> None:

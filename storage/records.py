@@ -17,8 +17,13 @@ import re
 import struct
 from dataclasses import dataclass
 
-#: every decision a document can get (DESIGN.md); only "kept" pages reach the page store
-DECISIONS = ("kept", "exact_duplicate", "near_duplicate", "contained", "skipped")
+from dedup.cluster import DROPPED
+
+__all__ = ["DECISIONS", "DROPPED", "DocumentRecord", "PageLocation", "warc_name"]
+
+#: every decision a document can get (DESIGN.md): the clusterer's, and "skipped" for a page that
+#: could not be tokenised; only "kept" pages reach the page store. The order is the on-disk code.
+DECISIONS = ("kept", *DROPPED, "skipped")
 
 _WARC_NAME = re.compile(r"^pages-(\d{5,})\.warc\.gz$")
 

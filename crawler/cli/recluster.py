@@ -75,8 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="also join when contained in the representative at least this much")
     cl.add_argument("--representative", choices=["first", "popular"],
                     help="first member, or the s most popular fingerprints")
-    cl.add_argument("--cap", type=int, default=64,
-                    help="clusters read per fingerprint (boilerplate cap; default 64)")
+    cl.add_argument("--cap", type=int,
+                    help="clusters read per fingerprint (the boilerplate cap; default: dedup.cap)")
     cl.add_argument("--index", metavar="DIR", help="keep the LMDB index here (default: temporary)")
     cl.add_argument("--jobs", "-j", type=int, help="worker processes (default: all cores)")
     add_sketch_arguments(parser)
@@ -104,17 +104,17 @@ def run(args: argparse.Namespace) -> int:
             "nothing to cluster: "
             "give --store DIR, --warc FILE..., --jsonl FILE... or --html PATH..."
         )
+    if args.cap is not None and args.cap < 1:
+        raise UserError(f"--cap must be at least 1; got {args.cap}")
     config = resolve_config(args)
     overrides = {f"dedup.{k}": getattr(args, k) for k in ("threshold", "containment",
-                                                          "representative")
+                                                          "representative", "cap")
                  if getattr(args, k) is not None}
     if args.store and not any(getattr(args, k, None) is not None for k in (
             "shingle_size", "option", "sketch", "sketch_size", "modulus", "seed", "unit")):
         overrides.update(_store_sketch_params(args.store))
     if overrides:
         config = apply_overrides(config, overrides)
-    if args.cap < 1:
-        raise UserError(f"--cap must be at least 1; got {args.cap}")
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be at least 1; got {args.jobs}")
     if args.index:
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = recluster(
             _sources(args), config.sketch, config.dedup, out=handle, index_dir=args.index,
-            jobs=args.jobs, cap=args.cap, on_progress=progress if bar is not None else None,
+            jobs=args.jobs, on_progress=progress if bar is not None else None,
         )
     except (InputError, StoreError) as exc:
         raise UserError(str(exc)) from None

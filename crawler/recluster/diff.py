@@ -49,11 +49,11 @@ from typing import Any
 
 from crawler.recluster.inputs import SourceDocument
 from dedup.params import DedupParams, SketchParams
+from storage.records import DROPPED
 
 __all__ = ["Change", "DiffResult", "diff_store"]
 
 #: crawl-time decisions of pages dropped into another page's cluster
-DROPPED = ("exact_duplicate", "near_duplicate", "contained")
 
 NOT_COMPARED = {
     "skipped": "skipped at crawl time (no text to cluster)",
@@ -256,7 +256,6 @@ def diff_store(
     dedup: DedupParams,
     *,
     jobs: int | None = None,
-    cap: int = 64,
     index_dir: str | Path | None = None,
 ) -> DiffResult:
     """Re-cluster the store at ``path`` with ``params``/``dedup``; compare with the crawl."""
@@ -270,7 +269,7 @@ def diff_store(
     seen = _Seen()
     out = io.StringIO()
     result = recluster(
-        _sources(path, params.unit, seen), params, dedup, out=out, jobs=jobs, cap=cap,
+        _sources(path, params.unit, seen), params, dedup, out=out, jobs=jobs,
         index_dir=index_dir, feed_here=True,  # _sources fills `seen`: it must run here
     )  # fmt: skip
     crawl_duplicate_of: dict[str, str | None] = {}
@@ -327,7 +326,7 @@ def run_diff(args: Any, config: Any) -> int:
         raise UserError("--diff compares a store's crawl with a re-clustering: give --store "
                         "DIR and no --warc or --jsonl")  # fmt: skip
     try:
-        diff = diff_store(args.store, config.sketch, config.dedup, jobs=args.jobs, cap=args.cap,
+        diff = diff_store(args.store, config.sketch, config.dedup, jobs=args.jobs,
                           index_dir=args.index)  # fmt: skip
     except StoreError as exc:
         raise UserError(str(exc)) from None

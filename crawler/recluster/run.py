@@ -40,14 +40,6 @@ BATCH = 512
 #: the LMDB map a new index starts with; it doubles whenever it is full
 MAP_SIZE = 1 << 30
 
-#: clusters.jsonl "decision" → the index's DocumentRecord decision
-_RECORDED = {
-    "new": "kept",
-    "exact_duplicate": "exact_duplicate",
-    "near_duplicate": "near_duplicate",
-    "contained": "contained",
-}
-
 
 @dataclass
 class ReclusterResult:
@@ -79,7 +71,6 @@ def recluster(
     out: IO[str] | None = None,
     index_dir: str | Path | None = None,
     jobs: int | None = None,
-    cap: int = 64,
     on_progress: Callable[[int, int], None] | None = None,
     map_size: int = MAP_SIZE,
     feed_here: bool = False,
@@ -104,7 +95,7 @@ def recluster(
         # the index is rebuilt from the input if lost: no fsync per batch (durable=False)
         Store.open(directory, params, map_size=map_size, durable=False) as store,
     ):
-        clusterer = GreedyClusterer(store.index, dedup, cap=cap)
+        clusterer = GreedyClusterer(store.index, dedup)
         while True:
             lines = []
             now = time.time()
@@ -120,7 +111,7 @@ def recluster(
                     doc_id = store.next_doc_id()
                     assignment = clusterer.assign(doc_id, doc.sketch, doc.content_hash)
                     store.put_document(doc_id, DocumentRecord(
-                        doc.id, _RECORDED[assignment.decision.kind], now,
+                        doc.id, assignment.decision.kind, now,
                         assignment.cluster_id, doc.content_hash))
                     result.summary.add(assignment)
                     lines.append(_line(doc.id, assignment))

@@ -45,7 +45,7 @@ from dedup.estimators import estimate, exact_containment, exact_resemblance
 from dedup.params import SketchParams
 from storage.errors import StoreError
 from storage.log import read_log_lines
-from storage.records import DECISIONS, DocumentRecord
+from storage.records import DECISIONS, DROPPED, DocumentRecord
 from storage.store import Store
 
 __all__ = [
@@ -66,7 +66,6 @@ __all__ = [
 ]
 
 #: the decisions that drop a page (it never reaches the WARC files)
-DROPPED = ("exact_duplicate", "near_duplicate", "contained")
 #: names a filter accepts besides the decisions themselves
 DECISION_GROUPS: dict[str, tuple[str, ...]] = {"dropped": DROPPED}
 

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from dedup.summary import ClusterSummary
+from storage.records import DROPPED
 
 if TYPE_CHECKING:
     from crawler.review.explain import Comparison, Explanation
@@ -62,7 +63,6 @@ __all__ = [
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 #: decisions that drop a page into another page's cluster
-DROPPED = ("exact_duplicate", "near_duplicate", "contained")
 
 #: the paper's experiment (§1), for comparison beside the store's own table
 PAPER = {

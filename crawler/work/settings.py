@@ -16,13 +16,10 @@ from dedup.params import DedupParams, SketchParams
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-__all__ = ["DEFAULT_CAP", "WORKERS", "SessionSettings"]
+__all__ = ["WORKERS", "SessionSettings"]
 
 #: where the work can run (NEARDUP_WORKER)
 WORKERS = ("process", "inline")
-
-#: clusters read per fingerprint (the boilerplate cap of GreedyClusterer), unless NEARDUP_CAP
-DEFAULT_CAP = 64
 
 
 @dataclass(frozen=True)
@@ -34,7 +31,6 @@ class SessionSettings:
     dedup: DedupParams
     batch_size: int
     batch_seconds: float
-    cap: int
     run_id: str | None
     #: where the work runs: "process" (a worker process, while an asyncio loop runs) or "inline"
     worker: str = field(default_factory=lambda: _default("NEARDUP_WORKER"))
@@ -61,18 +57,16 @@ class SessionSettings:
                     "NEARDUP_REPRESENTATIVE", defaults.NEARDUP_REPRESENTATIVE
                 ),
                 canonicaliser=settings.get("NEARDUP_CANONICALISER", defaults.NEARDUP_CANONICALISER),
+                cap=settings.getint("NEARDUP_CAP", defaults.NEARDUP_CAP),
             )
         except (TypeError, ValueError) as exc:
             raise ValueError(f"NEARDUP settings: {exc}") from None
         batch_size = settings.getint("NEARDUP_BATCH_SIZE", defaults.NEARDUP_BATCH_SIZE)
         batch_seconds = settings.getfloat("NEARDUP_BATCH_SECONDS", defaults.NEARDUP_BATCH_SECONDS)
-        cap = settings.getint("NEARDUP_CAP", DEFAULT_CAP)
         if batch_size < 1:
             raise ValueError(f"NEARDUP_BATCH_SIZE must be at least 1; got {batch_size}")
         if batch_seconds < 0:
             raise ValueError(f"NEARDUP_BATCH_SECONDS must be >= 0; got {batch_seconds}")
-        if cap < 1:
-            raise ValueError(f"NEARDUP_CAP must be at least 1; got {cap}")
         max_text_bytes = settings.getint("NEARDUP_MAX_TEXT_BYTES", defaults.NEARDUP_MAX_TEXT_BYTES)
         if max_text_bytes < 0:
             raise ValueError(f"NEARDUP_MAX_TEXT_BYTES must be >= 0; got {max_text_bytes}")
@@ -88,7 +82,6 @@ class SessionSettings:
             dedup=dedup,
             batch_size=batch_size,
             batch_seconds=batch_seconds,
-            cap=cap,
             run_id=settings.get("NEARDUP_RUN_ID") or None,
             worker=worker,
             keep_text=settings.getbool("NEARDUP_KEEP_TEXT", defaults.NEARDUP_KEEP_TEXT),

@@ -161,7 +161,7 @@ class StoreWork:
         """Open the store and the run's dedup log; what opening repaired, one line each."""
         store = Store.open(self.config.store, self.config.sketch)
         self.store = store
-        self.clusterer = GreedyClusterer(store.index, self.config.dedup, cap=self.config.cap)
+        self.clusterer = GreedyClusterer(store.index, self.config.dedup)
         self.log = store.log(self.run_id)
         return list(store.repairs)
 
@@ -216,7 +216,7 @@ class StoreWork:
             doc_id = store.next_doc_id()
             assignment = self.clusterer.apply(doc_id, made.sketch, made.content_hash, decision)
             applied = time.perf_counter()
-            kind = "kept" if decision.kind == "new" else decision.kind
+            kind = decision.kind
             location = None
             if kind == "kept" and self.fused:
                 # the storage stage comes next and nothing can come between: store it now

@@ -388,7 +388,7 @@ def test_warc_input_is_canonicalised_as_the_crawler_does(tmp_path, capsys):
             assert line["resemblance"] == round(want.decision.resemblance, 6)
     kinds = [line["decision"] for line in lines]
     # the edit joins a; the re-marked-up mirror and the UTF-8 copy of the KOI8-R page are exact
-    assert kinds == ["new", "near_duplicate", "new", "exact_duplicate", "new", "new",
+    assert kinds == ["kept", "near_duplicate", "kept", "exact_duplicate", "kept", "kept",
                      "exact_duplicate"]
     skipped = report["skipped"]
     assert skipped.pop("http_404") == 1
@@ -421,7 +421,7 @@ def test_html_files_are_read_where_they_are_sketched_and_cluster_as_their_pages(
         sketcher = Sketcher(params)
         made = [sketcher.sketch(html_tokens(Path(n).read_bytes())) for n in sorted(names)]
         expected = cluster_documents([(m.sketch, m.content_hash) for m in made], dedup)
-        assert {a.decision.kind for a in expected} >= {"new", "near_duplicate"}
+        assert {a.decision.kind for a in expected} >= {"kept", "near_duplicate"}
         for name, want in zip(sorted(names), expected):
             assert by_name[name]["cluster"] == want.cluster_id
             assert by_name[name]["decision"] == want.decision.kind
@@ -491,11 +491,11 @@ def crawl_into_store(path: Path, bodies: list[tuple[str, bytes]], params: Sketch
                     decision = clusterer.decide(made.sketch, made.content_hash)
                     doc_id = store.next_doc_id()
                     location = None
-                    if decision.kind == "new":
+                    if decision.kind == "kept":
                         location = store.pages.append(url, 200, HEADERS, body)
                         kept.append(i)
                     a = clusterer.apply(doc_id, made.sketch, made.content_hash, decision)
-                    decided = "kept" if decision.kind == "new" else decision.kind
+                    decided = decision.kind
                     record = DocumentRecord(url, decided, time.time(), a.cluster_id,
                                             made.content_hash, location)
                     store.put_document(doc_id, record, made.sketch)
@@ -680,7 +680,7 @@ def test_a_clusters_line_is_what_json_dumps_writes(
     doc_id: str, cluster: int, first: bool, kind: str, resemblance: float | None
 ) -> None:
     # the line is formatted by hand for speed; json.dumps of the record is the contract
-    decision = Decision("new") if first else Decision(kind, cluster, 0, 0, resemblance)
+    decision = Decision("kept") if first else Decision(kind, cluster, 0, 0, resemblance)
     made = Assignment(5, cluster, decision, first, first)
     record = {
         "id": doc_id,

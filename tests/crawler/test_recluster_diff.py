@@ -81,7 +81,7 @@ def test_a_higher_threshold_would_keep_the_near_duplicates(site, capsys):
     for change in report["now_kept"]:
         entry = near[change["url"][len(site.base) :]]
         assert change["crawl_decision"] == "near_duplicate"
-        assert change["new_decision"] == "new"
+        assert change["new_decision"] == "kept"
         assert change["crawl_duplicate_of"] == entry["duplicate_of"]
     # exact mirrors are exact duplicates at any threshold
     assert report["unchanged"] == {"kept": 22, "dropped": 3}
@@ -133,7 +133,7 @@ def test_what_diff_cannot_see_is_counted(tmp_path):
     assert dict(result.not_compared) == {"no_page": 1, "no_text": 2, "skipped": 1}
     # the one page with a text is alone now: its original is not there to be matched
     assert [(c.url, c.crawl_decision, c.new_decision) for c in result.now_kept] == [
-        ("http://a.test/texted", "near_duplicate", "new")
+        ("http://a.test/texted", "near_duplicate", "kept")
     ]
     assert result.compared == 1 and result.now_dropped == []
     # its text does not hash to the recorded content hash: a cut text, and the table says so

@@ -6,6 +6,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -173,7 +174,7 @@ def test_exact_duplicates_are_found_by_hash_and_counted_as_identical():
     for doc_id, (sketch, h) in enumerate([(a, 11), (a, 11), (b, 22), (a, 11), (b, 22)]):
         assignment = clusterer.assign(doc_id, sketch, h)
         summary.add(assignment)
-    kinds = [clusterer.stats[k] for k in ("new", "exact_duplicate", "near_duplicate")]
+    kinds = [clusterer.stats[k] for k in ("kept", "exact_duplicate", "near_duplicate")]
     assert kinds == [2, 3, 0]
     assert assignment.decision == Decision(
         "exact_duplicate",
@@ -246,7 +247,7 @@ def test_below_the_threshold_starts_a_new_cluster():
     clusterer = GreedyClusterer(full_index(), DedupParams(threshold=0.9))
     clusterer.assign(0, MinSketch(range(100), s=100, n=100), 1)
     decision = clusterer.decide(MinSketch(range(11, 111), s=100, n=100), 2)  # 89 of 100
-    assert decision == Decision("new", pruned=1)  # 89 shared: 0.89 at most, never 0.9
+    assert decision == Decision("kept", pruned=1)  # 89 shared: 0.89 at most, never 0.9
     assert clusterer.decide(MinSketch(range(10, 110), s=100, n=100), 2).kind == "near_duplicate"
 
 
@@ -363,12 +364,12 @@ def test_index_and_pruning_give_the_clusters_of_comparing_all(kind, containment,
             docs.append(docs[-1])  # an exact copy
     params = DedupParams(threshold=0.8, containment=containment)
     index = MemoryIndex() if part else full_index()
-    assignments = cluster_documents(docs, params, index, cap=1000)
+    assignments = cluster_documents(docs, replace(params, cap=1000), index)
     got = [a.cluster_id for a in assignments]
     assert got == _reference_clusters(docs, params)
     kinds = Counter(a.decision.kind for a in assignments)
     # the corpus exercises every outcome, so agreement means something
-    assert kinds["new"] >= 25 and kinds["near_duplicate"] >= 20 and kinds["exact_duplicate"] > 0
+    assert kinds["kept"] >= 25 and kinds["near_duplicate"] >= 20 and kinds["exact_duplicate"] > 0
     assert (kinds["contained"] >= 20) == (containment is not None)
     pruned = sum(a.decision.pruned for a in assignments)
     prunable = kind in ("min", "minmod", "mod", "permutation") and (
@@ -397,12 +398,12 @@ def _boilerplate_sketches(count: int) -> list[MinSketch]:
 def test_the_cap_bounds_the_work_per_document_and_is_counted():
     cap, count = 10, 100
     # containment on with MIN_s: nothing is pruned, so every candidate read is estimated
-    clusterer = GreedyClusterer(MemoryIndex(), DedupParams(threshold=0.8, containment=0.9), cap)
+    clusterer = GreedyClusterer(MemoryIndex(), DedupParams(threshold=0.8, containment=0.9, cap=cap))
     decisions = [
         clusterer.assign(i, sketch, i).decision
         for i, sketch in enumerate(_boilerplate_sketches(count))
     ]
-    assert all(d.kind == "new" for d in decisions)
+    assert all(d.kind == "kept" for d in decisions)
     assert [d.candidates for d in decisions] == [min(i, cap) for i in range(count)]
     assert [d.capped for d in decisions] == [int(i > cap) for i in range(count)]
     assert clusterer.stats["capped"] == clusterer.stats["capped_documents"] == count - cap - 1
@@ -412,7 +413,7 @@ def test_the_cap_bounds_the_work_per_document_and_is_counted():
 
 def test_a_near_duplicate_beyond_the_cap_is_still_found_by_its_other_fingerprints():
     cap = 10
-    clusterer = GreedyClusterer(full_index(), DedupParams(threshold=0.8), cap)
+    clusterer = GreedyClusterer(full_index(), DedupParams(threshold=0.8, cap=cap))
     sketches = _boilerplate_sketches(50)
     for i, sketch in enumerate(sketches):
         clusterer.assign(i, sketch, i)
@@ -452,7 +453,7 @@ def test_a_contiguous_part_is_contained_only_under_the_containment_rule(long_and
         1.0,
     )
     assert (on[1].decision.resemblance or 0.0) < 0.5
-    assert (off[1].decision.kind, off[1].cluster_id) == ("new", 1)
+    assert (off[1].decision.kind, off[1].cluster_id) == ("kept", 1)
 
 
 def test_a_contiguous_part_is_contained_under_min_s_with_a_derived_containment(long_and_part):
@@ -475,7 +476,7 @@ def test_a_contiguous_part_is_contained_under_min_s_with_a_derived_containment(l
     on = cluster_documents(pairs, DedupParams(threshold=0.8, containment=level))
     assert (on[1].decision.kind, on[1].cluster_id) == ("contained", 0)
     off = cluster_documents(pairs, DedupParams(threshold=0.8))
-    assert off[1].decision.kind == "new"
+    assert off[1].decision.kind == "kept"
 
 
 # --- the "popular" representative ------------------------------------------------------------
@@ -532,11 +533,11 @@ def test_popular_needs_a_kind_whose_values_can_be_pooled(sketch):
 
 
 def test_bad_arguments_are_reported_by_name():
-    with pytest.raises(ValueError, match="cap must be a positive integer"):
-        GreedyClusterer(MemoryIndex(), DedupParams(), cap=0)
+    with pytest.raises(ValueError, match="dedup.cap must be a positive integer"):
+        DedupParams(cap=0)
     with pytest.raises(ValueError, match="decision kind"):
         Decision("dropped")
-    with pytest.raises(ValueError, match="cluster_id None exactly when new"):
+    with pytest.raises(ValueError, match="cluster_id None exactly when kept"):
         Decision("near_duplicate")
     index = MemoryIndex()
     index.new_cluster(1, MinSketch([1], s=1, n=1))

@@ -16,19 +16,19 @@ from dedup.summary import ClusterSummary
 
 
 def _assignment(doc: int, cluster: int, kind: str, identical: bool) -> Assignment:
-    decision = Decision(kind, cluster_id=None if kind == "new" else cluster)
-    return Assignment(doc, cluster, decision, kind == "new", identical)
+    decision = Decision(kind, cluster_id=None if kind == "kept" else cluster)
+    return Assignment(doc, cluster, decision, kind == "kept", identical)
 
 
 # doc, cluster, decision, identical to the cluster's first member
 HAND_BUILT = [
-    (0, 0, "new", True),
+    (0, 0, "kept", True),
     (1, 0, "exact_duplicate", True),
-    (2, 1, "new", True),
+    (2, 1, "kept", True),
     (3, 1, "near_duplicate", False),
     (4, 1, "exact_duplicate", True),  # a copy of doc 2, but cluster 1 is already mixed
-    (5, 2, "new", True),  # a singleton
-    (6, 3, "new", True),
+    (5, 2, "kept", True),  # a singleton
+    (6, 3, "kept", True),
     (7, 3, "exact_duplicate", True),
     (8, 3, "exact_duplicate", True),
 ]
@@ -62,7 +62,7 @@ def test_a_hand_built_clustering_adds_up():
 
 def test_the_explicit_flag_overrides_the_assignment():
     summary = ClusterSummary()
-    summary.add(_assignment(0, 0, "new", True))
+    summary.add(_assignment(0, 0, "kept", True))
     summary.add(_assignment(1, 0, "near_duplicate", True), identical_to_first=False)
     assert (summary.identical_clusters, summary.mixed_clusters, summary.mixed_documents) == (
         0,
@@ -75,7 +75,7 @@ def test_a_cluster_moves_from_singleton_to_identical_to_mixed():
     summary = ClusterSummary()
     steps = []
     for row in [
-        (0, 7, "new", True),
+        (0, 7, "kept", True),
         (1, 7, "exact_duplicate", True),
         (2, 7, "near_duplicate", False),
     ]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dedup.units import JoinedTokens
+
 
 @dataclass
 class PageItem:
@@ -18,8 +20,9 @@ class PageItem:
     #: the response headers as received, in order (for the WARC record)
     headers: list[tuple[str, str]] = field(default_factory=list)
     body: bytes = b""
-    #: canonical token stream (dedup.canonical); empty when skipped
-    tokens: list[str] = field(default_factory=list)
+    #: canonical token stream (``dedup.canonical.document_tokens``, joined: the form a sketch
+    #: reads and the worker's pipe carries); empty when skipped
+    tokens: JoinedTokens = field(default_factory=lambda: JoinedTokens(b"", 0))
     #: seconds since the epoch when the response arrived
     fetched_at: float = 0.0
     depth: int = 0

@@ -81,8 +81,11 @@ except ImportError:  # installed without a C compiler: the numpy way
 __all__ = [
     "CANONICALISER_VERSION",
     "ENGINES",
+    "KINDS",
+    "SEPARATORS",
     "UNITS",
     "decode_html",
+    "document_tokens",
     "html_joined_tokens",
     "html_text",
     "html_tokens",
@@ -98,6 +101,13 @@ CANONICALISER_VERSION = f"2+unicode{unicodedata.unidata_version}"
 
 #: the token units
 UNITS = ("word", "char", "line")
+
+#: how each unit's tokens are joined back into text (a canonical token never holds its unit's
+#: separator, so splitting on it gives the tokens back; ``char`` tokens are split per character)
+SEPARATORS = {"word": " ", "char": "", "line": "\n"}
+
+#: what a document's bytes are read as (:func:`document_tokens`); "auto" looks for HTML tags
+KINDS = ("html", "text", "auto")
 
 # Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties), less U+200B ZERO WIDTH SPACE
 _IGNORABLE_RANGES = (
@@ -403,3 +413,37 @@ def html_text(html: str | bytes, engine: str = "fast", *, encoding: str | None =
     text = _marked(html, engine, encoding).decode("utf-8")
     lines = (" ".join(segment.split()) for segment in text.split(BREAK))
     return "\n".join(line for line in lines if line)
+
+
+def document_tokens(
+    data: str | bytes,
+    kind: str = "html",
+    unit: str = "word",
+    engine: str = "fast",
+    *,
+    encoding: str | None = None,
+) -> JoinedTokens:
+    """The canonical token stream of one document, joined: the one way from a document to its
+    tokens, for every caller (the spider, the crawl's worker, re-clustering, ``explain``,
+    ``compare``), so a page gives the same tokens wherever it is read.
+
+    ``kind`` is ``"html"``, ``"text"`` (bytes are UTF-8, invalid bytes replaced) or
+    ``"auto"`` (HTML when the first 4 KB show an HTML tag). ``encoding`` is an HTML document's
+    transport charset, if known (:func:`dedup.html_text.charset_of` reads it from a
+    Content-Type). ``.tokens()`` gives the list.
+
+    >>> document_tokens(b"<p>A <b>ro</b>se</p>").tokens()
+    ['a', 'rose']
+    >>> document_tokens(b"a < b, and <p> is a tag", kind="text").tokens()
+    ['a', 'b', 'and', 'p', 'is', 'a', 'tag']
+    >>> document_tokens(b"<p>One<br>two", kind="auto", unit="line").tokens()
+    ['one', 'two']
+    """
+    if kind == "auto":
+        kind = "html" if looks_like_html(data) else "text"
+    if kind == "html":
+        return html_joined_tokens(data, unit, engine, encoding=encoding)
+    if kind != "text":
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
+    return text_joined_tokens(text, unit)

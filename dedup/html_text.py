@@ -67,6 +67,7 @@ __all__ = [
     "PRE_TAGS",
     "REMOVED_TAGS",
     "DocumentTooDeep",
+    "charset_of",
     "decode_html",
     "extract",
     "extract_document",
@@ -117,7 +118,7 @@ class DocumentTooDeep(ValueError):
         super().__init__(f"elements nested more than {limit:,} deep")
 
 
-_SNIFF_BYTES = 1024  # how far decode_html and looks_binary look, as in HTML's encoding prescan
+_SNIFF_BYTES = 1024  # how far decode_html looks for a declared charset (HTML's prescan)
 
 
 # -- bytes → str ---------------------------------------------------------------------------------
@@ -188,17 +189,50 @@ def decode_html(data: bytes, encoding: str | None = None) -> str:
         return data.decode("cp1252", errors="replace")
 
 
-def looks_binary(data: bytes) -> bool:
-    """True when ``data`` is no text document: a NUL byte in its first KB, and no UTF-16 BOM.
+_CONTROL = bytes(c for c in range(32) if c not in b"\t\n\x0c\r") + b"\x7f"
+_NOT_CONTROL = bytes(c for c in range(256) if c not in _CONTROL)
+_BINARY_SNIFF_BYTES = 8192
 
+
+def looks_binary(data: bytes) -> bool:
+    """True when the start of ``data`` is no text: a NUL byte, or over 5% control bytes, in
+    its first 8 KB. Text in UTF-16 is full of NUL bytes, so data that starts with a byte-order
+    mark is text.
+
+    The one rule for "is this a document at all": the spider skips such a response as
+    ``binary``, and the canonicaliser gives it no tokens, so a re-clustered corpus and a crawl
+    agree on which pages have text.
+
+    >>> looks_binary(b"<html><body>caf\\xe9</body></html>")
+    False
     >>> looks_binary(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00\\x00\\rIHDR")
     True
     >>> looks_binary("<p>h\\u00e9</p>".encode("utf-16"))
     False
     """
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+    head = data[:_BINARY_SNIFF_BYTES]
+    if not head or head.startswith(tuple(bom for bom, _ in _BOMS)):
         return False
-    return b"\x00" in data[:_SNIFF_BYTES]
+    if b"\x00" in head:
+        return True
+    controls = len(head.translate(None, _NOT_CONTROL))
+    return controls * 20 > len(head)
+
+
+_CHARSET = re.compile(r"""charset\s*=\s*["']?([^"';\s]+)""", re.I)
+
+
+def charset_of(content_type: str) -> str | None:
+    """The charset label of a Content-Type value, unchecked (:func:`decode_html` checks it):
+    what the crawl passes as ``encoding``, and what re-clustering a stored page passes too.
+
+    >>> charset_of('text/html; charset="ISO-8859-1"')
+    'ISO-8859-1'
+    >>> charset_of("text/html") is None
+    True
+    """
+    match = _CHARSET.search(content_type)
+    return match.group(1) if match else None
 
 
 _HTML_SIGNS = re.compile(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from crawler.review.textdiff import SEPARATORS
+from dedup.canonical import SEPARATORS
 
 __all__ = ["stored_text", "tokens_of_text"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.config import Config, ConfigError, apply_overrides, load_config, parse_assignment
-from dedup.canonical import html_tokens, looks_like_html, text_tokens
+from dedup.canonical import document_tokens, looks_like_html
 
 
 class UserError(Exception):
@@ -82,12 +82,9 @@ def read_document(name: str, config: Config) -> LoadedDocument:
         data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read {name}: {exc.strerror}") from None
-    unit = config.sketch.unit
-    if looks_like_html(data):
-        tokens = html_tokens(data, unit=unit, engine=config.dedup.canonicaliser)
-        return LoadedDocument(name, "html", tokens)
-    text = data.decode("utf-8", errors="replace")
-    return LoadedDocument(name, "text", text_tokens(text, unit=unit))
+    kind = "html" if looks_like_html(data) else "text"
+    tokens = document_tokens(data, kind, config.sketch.unit, config.dedup.canonicaliser)
+    return LoadedDocument(name, kind, tokens.tokens())
 
 
 __all__ = [

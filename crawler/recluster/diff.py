@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.recluster.inputs import SourceDocument
+from dedup.html_text import charset_of
 from dedup.params import DedupParams, SketchParams
 from storage.records import DROPPED
 
@@ -198,7 +199,6 @@ def _sources(path: str | Path, unit: str, seen: _Seen) -> Iterator[SourceDocumen
     The store is opened on the first ``next()``, so the re-clustering's worker processes,
     started before that, never inherit its LMDB environment.
     """
-    from crawler.spiders.site import charset_of
     from storage.store import Store
 
     with Store.open(path, readonly=True) as store:
@@ -209,7 +209,7 @@ def _sources(path: str | Path, unit: str, seen: _Seen) -> Iterator[SourceDocumen
                 continue
             source: SourceDocument | None = None
             if record.page is not None:
-                source = _page_source(store, record.url, record.page, charset_of)
+                source = _page_source(store, record.url, record.page)
             else:
                 text = text_of(doc_id) if text_of is not None else None
                 # a text keeps its unit's separators: lines survive only in a line store
@@ -219,7 +219,7 @@ def _sources(path: str | Path, unit: str, seen: _Seen) -> Iterator[SourceDocumen
                     if _was_cut(text, store.params.unit, record.content_hash):
                         seen.cut_texts += 1
                 elif record.decision == "exact_duplicate" and record.content_hash is not None:
-                    source = _identical_source(store, record.url, record.content_hash, charset_of)
+                    source = _identical_source(store, record.url, record.content_hash)
                 if source is None:
                     if record.decision == "kept" and text is None:
                         reason = "no_page"
@@ -231,15 +231,13 @@ def _sources(path: str | Path, unit: str, seen: _Seen) -> Iterator[SourceDocumen
             yield source
 
 
-def _page_source(store: Any, url: str, location: Any, charset_of: Any) -> SourceDocument:
+def _page_source(store: Any, url: str, location: Any) -> SourceDocument:
     page = store.read_page(location)
     ctype = next((v for k, v in page[2] if k.lower() == "content-type"), None)
     return SourceDocument(url, "html", page[3], encoding=charset_of(ctype or ""))
 
 
-def _identical_source(
-    store: Any, url: str, content_hash: int, charset_of: Any
-) -> SourceDocument | None:
+def _identical_source(store: Any, url: str, content_hash: int) -> SourceDocument | None:
     """An exact duplicate, given the stored copy of the first page with its canonical text."""
     found = store.index.find_exact(content_hash)
     if found is None:
@@ -247,7 +245,7 @@ def _identical_source(
     first = store.document(found[0])
     if first is None or first.page is None:
         return None
-    return _page_source(store, url, first.page, charset_of)
+    return _page_source(store, url, first.page)
 
 
 def diff_store(

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from crawler.spiders.site import charset_of
 from dedup.canonical import looks_like_html
+from dedup.html_text import charset_of
 
 
 @dataclass(frozen=True)

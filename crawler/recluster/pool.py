@@ -42,9 +42,9 @@ try:
 except ImportError:  # not a POSIX system: the pipes keep their size
     fcntl = None  # type: ignore[assignment]
 
-from crawler.recluster.inputs import FileContent, SourceDocument
 from crawler.ipc import die_with_parent
-from dedup.canonical import html_joined_tokens, text_joined_tokens
+from crawler.recluster.inputs import FileContent, SourceDocument
+from dedup.canonical import document_tokens
 from dedup.document import Sketcher
 from dedup.html_text import DocumentTooDeep
 from dedup.params import SketchParams
@@ -92,14 +92,10 @@ def sketch_source(doc: SourceDocument) -> SketchedDocument:
             content = content.read()
         except OSError as exc:
             return SketchedDocument(doc.id, None, skip_reason=f"unreadable ({exc.strerror})")
-    if doc.kind == "html":
-        try:
-            tokens = html_joined_tokens(content, unit=unit, engine=engine, encoding=doc.encoding)
-        except DocumentTooDeep:
-            return SketchedDocument(doc.id, None, skip_reason="too_deep")
-    else:
-        text = content if isinstance(content, str) else content.decode("utf-8", "replace")
-        tokens = text_joined_tokens(text, unit=unit)
+    try:
+        tokens = document_tokens(content, doc.kind, unit, engine, encoding=doc.encoding)
+    except DocumentTooDeep:
+        return SketchedDocument(doc.id, None, skip_reason="too_deep")
     if not tokens:
         return SketchedDocument(doc.id, None, skip_reason="empty")
     made = sketcher.sketch(tokens)

@@ -36,17 +36,17 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from crawler.spiders.site import charset_of
 from crawler.review.textdiff import Passage, differences
-from storage.texts import stored_text, tokens_of_text
-from dedup.canonical import html_tokens
+from dedup.canonical import document_tokens
 from dedup.document import Sketcher, content_hash
 from dedup.estimators import estimate, exact_containment, exact_resemblance
+from dedup.html_text import charset_of
 from dedup.params import SketchParams
 from storage.errors import StoreError
 from storage.log import read_log_lines
 from storage.records import DECISIONS, DROPPED, DocumentRecord
 from storage.store import Store
+from storage.texts import stored_text, tokens_of_text
 
 __all__ = [
     "DROPPED",
@@ -503,7 +503,9 @@ def _tokens(
         except (StoreError, OSError) as exc:
             return None, None, False, f"its stored page cannot be read ({exc})"
         content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
-        tokens = html_tokens(body, unit=params.unit, encoding=charset_of(content_type))
+        tokens = document_tokens(
+            body, "html", params.unit, encoding=charset_of(content_type)
+        ).tokens()
         if record.content_hash is not None and content_hash(tokens) != record.content_hash:
             return tokens, "page store", False, (
                 "its stored page canonicalises differently now than when it was decided "

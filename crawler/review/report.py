@@ -867,7 +867,8 @@ def aligned(
     >>> aligned(list("abc"), list("abc"), "char")
     ('abc', 'abc', False)
     """
-    from crawler.review.textdiff import SEPARATORS, passages
+    from crawler.review.textdiff import passages
+    from dedup.canonical import SEPARATORS
 
     sep = SEPARATORS[unit]
     found = passages(a, b, unit)

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import IO, Any
 
+from dedup.canonical import SEPARATORS
+
 __all__ = [
     "Passage",
     "differences",
@@ -47,8 +49,6 @@ __all__ = [
     "width_of",
 ]
 
-#: how the tokens of each unit are joined back into text
-SEPARATORS = {"word": " ", "char": "", "line": "\n"}
 _NOUNS = {"word": "words", "char": "characters", "line": "lines"}
 
 _RED, _GREEN, _DIM, _RESET = "\x1b[1;31m", "\x1b[1;32m", "\x1b[2m", "\x1b[0m"

@@ -49,8 +49,8 @@ from w3lib.url import canonicalize_url, safe_url_string
 
 from crawler import settings as defaults
 from crawler.items import PageItem
-from dedup.canonical import ENGINES, UNITS, html_tokens, looks_like_html
-from dedup.html_text import DocumentTooDeep
+from dedup.canonical import ENGINES, UNITS, document_tokens, looks_like_html
+from dedup.html_text import DocumentTooDeep, charset_of, looks_binary
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -68,7 +68,6 @@ __all__ = [
     "charset",
     "classify_failure",
     "header_pairs",
-    "looks_binary",
     "media_type",
 ]
 
@@ -311,8 +310,8 @@ class SiteSpider(Spider):
             # bytes and the header's charset, not response.text: Scrapy guesses an undeclared
             # encoding with whichever detector is installed, and re-clustering the stored page
             # must give the very same tokens (dedup.canonical.decode_html decides, both times)
-            tokens = html_tokens(
-                response.body, unit=self.unit, engine=self.engine, encoding=charset(response)
+            tokens = document_tokens(
+                response.body, "html", self.unit, self.engine, encoding=charset(response)
             )
         except DocumentTooDeep as exc:  # bad input, not a bug: one line says so
             yield self._skip(item, "too_deep", str(exc))
@@ -422,9 +421,6 @@ def media_type(response: Response) -> str:
     return raw.decode("latin-1").split(";", 1)[0].strip().lower()
 
 
-_CHARSET = re.compile(r"""charset\s*=\s*["']?([^"';\s]+)""", re.I)
-
-
 def charset(response: Response) -> str | None:
     """The charset label of the Content-Type header, if any (unchecked: decode_html checks).
 
@@ -433,16 +429,6 @@ def charset(response: Response) -> str | None:
     """
     raw = response.headers.get(b"Content-Type") or b""
     return charset_of(raw.decode("latin-1"))
-
-
-def charset_of(content_type: str) -> str | None:
-    """The charset label of a Content-Type value (the spider's rule, shared with re-clustering).
-
-    >>> charset_of("text/html; charset=utf-8")
-    'utf-8'
-    """
-    match = _CHARSET.search(content_type)
-    return match.group(1) if match else None
 
 
 def header_pairs(response: Response) -> list[tuple[str, str]]:
@@ -460,32 +446,6 @@ def header_pairs(response: Response) -> list[tuple[str, str]]:
                 text = str(len(response.body))
             pairs.append((key, text))
     return pairs
-
-
-_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
-_CONTROL = bytes(c for c in range(32) if c not in b"\t\n\x0c\r") + b"\x7f"
-_NOT_CONTROL = bytes(c for c in range(256) if c not in _CONTROL)
-
-
-def looks_binary(body: bytes, sample: int = 8192) -> bool:
-    """True when the start of ``body`` is not text: a NUL byte, or over 5% control bytes.
-
-    UTF-16 text is full of NUL bytes, so a body that starts with a byte-order mark is text.
-
-    >>> looks_binary(b"<html><body>caf\\xe9</body></html>")
-    False
-    >>> looks_binary(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00\\x00\\rIHDR")
-    True
-    >>> looks_binary("<p>hi</p>".encode("utf-16"))
-    False
-    """
-    head = body[:sample]
-    if not head or head.startswith(_BOMS):
-        return False
-    if b"\x00" in head:
-        return True
-    controls = len(head.translate(None, _NOT_CONTROL))
-    return controls * 20 > len(head)
 
 
 def classify_failure(failure: Failure) -> tuple[str, str]:

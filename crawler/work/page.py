@@ -3,7 +3,7 @@
 The stages accept our spider's :class:`~crawler.items.PageItem` or any item with a ``url`` and a
 token stream, a body, HTML or text (:mod:`crawler.pipelines`). They read each item once into a
 :class:`PageView`, which is what crosses the pipe to the worker process (:mod:`crawler.work.process`):
-a flat tuple, the tokens joined into one string (one object to pickle instead of hundreds). The
+a flat tuple, the tokens in their joined form (one object to pickle instead of hundreds). The
 worker process imports this module to read pages back, so it imports nothing of Scrapy
 (``itemadapter`` loads Scrapy: it is imported only to read an item of another class).
 """
@@ -26,8 +26,8 @@ class PageView:
     worker)."""
 
     url: str
-    #: None when the item carries no token stream (the dedup stage canonicalises then); after
-    #: the pipe, the joined form the sketch reads
+    #: None when the item carries no token stream (the dedup stage canonicalises then); joined,
+    #: the form the sketch reads, unless a token holds the joining NUL (another spider's item)
     tokens: Sequence[str] | JoinedTokens | None
     skip_reason: str | None
     skip_detail: str | None
@@ -40,32 +40,20 @@ class PageView:
     canonicalise_seconds: float
 
     def to_wire(self) -> tuple[Any, ...]:
-        """The page as a tuple for the worker's pipe: the tokens joined into one string (one
-        object to pickle instead of hundreds) unless one holds the separator.
+        """The page as a flat tuple for the worker's pipe.
 
-        >>> page = PageView("http://a.test/", ["a", "rose"], None, None, 200, [], b"", "html",
-        ...                 None, 0.0)
+        >>> page = PageView("http://a.test/", _joined(["a", "rose"]), None, None, 200, [], b"",
+        ...                 "html", None, 0.0)
         >>> PageView.from_wire(page.to_wire()).tokens
         JoinedTokens(data=b'a\\x00rose', count=2)
         """
-        tokens: Any = self.tokens
-        if isinstance(tokens, JoinedTokens):
-            tokens = tokens.tokens()
-        if tokens is not None:
-            joined = _TOKEN_SEP.join(tokens)
-            if joined.count(_TOKEN_SEP) == len(tokens) - 1 and tokens:
-                tokens = joined
-        return (self.url, tokens, self.skip_reason, self.skip_detail, self.status, self.headers,
+        return (self.url, self.tokens, self.skip_reason, self.skip_detail, self.status, self.headers,
                 self.body, self.kind, self.fetched_at, self.canonicalise_seconds)  # fmt: skip
 
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...]) -> PageView:
-        """The page back from :meth:`to_wire`; joined tokens stay joined (what a sketch reads)."""
-        page = cls(*wire)
-        if isinstance(page.tokens, str):
-            joined = page.tokens
-            page.tokens = JoinedTokens(joined.encode("utf-8"), joined.count(_TOKEN_SEP) + 1)
-        return page
+        """The page back from :meth:`to_wire`."""
+        return cls(*wire)
 
     @classmethod
     def of(cls, item: Any) -> PageView:
@@ -96,7 +84,7 @@ class PageView:
         tokens = a.get("tokens")
         return cls(
             url=str(a.get("url") or ""),
-            tokens=None if tokens is None else list(tokens),
+            tokens=None if tokens is None else _joined(tokens),
             skip_reason=a.get("skip_reason") or None,
             skip_detail=a.get("skip_detail") or None,
             status=int(a.get("status") or 200),
@@ -108,8 +96,12 @@ class PageView:
         )
 
 
-#: joins the tokens of a page on its way to the worker (tokens that hold it go as a list)
-_TOKEN_SEP = "\x00"
+def _joined(tokens: Iterable[str] | JoinedTokens) -> Sequence[str] | JoinedTokens:
+    """Another spider's tokens in the joined form, unless one holds the joining NUL."""
+    if isinstance(tokens, JoinedTokens):
+        return tokens
+    listed = [str(t) for t in tokens]
+    return listed if any("\x00" in t for t in listed) else JoinedTokens.of(listed)
 
 
 def _header_pairs(value: Any) -> list[tuple[str, str]]:

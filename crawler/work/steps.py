@@ -53,7 +53,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from storage.texts import stored_text
-from dedup.canonical import html_joined_tokens, text_joined_tokens
+from dedup.canonical import document_tokens
 from dedup.cluster import GreedyClusterer
 from dedup.document import Sketcher
 from dedup.html_text import DocumentTooDeep
@@ -353,13 +353,9 @@ class StoreWork:
 
     def _canonicalise(self, page: PageView) -> JoinedTokens:
         started = time.perf_counter()
-        unit = self.config.sketch.unit
-        if page.kind == "text":
-            tokens = text_joined_tokens(page.body.decode("utf-8", "replace"), unit=unit)
-        else:
-            tokens = html_joined_tokens(
-                page.body, unit=unit, engine=self.config.dedup.canonicaliser
-            )
+        tokens = document_tokens(
+            page.body, page.kind, self.config.sketch.unit, self.config.dedup.canonicaliser
+        )
         self.spent("canonicalise", time.perf_counter() - started)
         return tokens
 

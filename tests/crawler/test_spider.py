@@ -279,7 +279,7 @@ def test_demo_crawl_items_carry_the_page(demo_crawl):
     for path, item in items.items():
         if item.tokens:
             file = SITE_DIR / (path.lstrip("/") + ("index.html" if path.endswith("/") else ""))
-            assert item.tokens == html_tokens(file.read_bytes()), path
+            assert item.tokens.tokens() == html_tokens(file.read_bytes()), path
 
 
 def test_demo_crawl_agrees_with_the_truth(demo_crawl):
@@ -288,8 +288,8 @@ def test_demo_crawl_agrees_with_the_truth(demo_crawl):
     for path, entry in load_truth()["pages"].items():
         if "of" not in entry:
             continue
-        copy = shingles(items[path].tokens, 4, "B")
-        original = shingles(items[entry["of"]].tokens, 4, "B")
+        copy = shingles(items[path].tokens.tokens(), 4, "B")
+        original = shingles(items[entry["of"]].tokens.tokens(), 4, "B")
         assert round(exact_resemblance(copy, original), 4) == entry["resemblance"], path
 
 
@@ -330,10 +330,10 @@ def test_bad_input_item(bad_crawl, case):
     item = result.by_url()[base + (case.item_path or case.path)]
     assert item.skip_reason == case.reason, item.skip_detail
     if case.reason is None:
-        assert set(case.words) <= set(item.tokens), item.tokens[:20]
+        assert set(case.words) <= set(item.tokens), item.tokens.tokens()[:20]
         assert item.skip_detail is None
     else:
-        assert item.tokens == []
+        assert not item.tokens
         assert item.skip_detail and "\n" not in item.skip_detail
         assert result.stats[f"neardup/skipped/{case.reason}"] >= 1
 

@@ -22,9 +22,9 @@ There are two engines, which must give the same tokens:
 
 * ``"reference"``: BeautifulSoup with the ``html5ever`` tree builder (soup5ever: Servo's HTML5
   parser, in Rust, building BeautifulSoup's Python tree), walked in document order. It is the
-  definition, easy to read and slow (a few MB/s).
+  definition, easy to read and slow.
 * ``"fast"`` (the default): lexbor, the C parser inside selectolax, walked in C by
-  :mod:`dedup.lexbor_text` (several times faster than lxml, which parses at 30–45 MB/s here).
+  :mod:`dedup.lexbor_text` (``benchmarks.sketch`` measures both against peers).
 
 Both parsers implement the tree construction of the WHATWG HTML standard, independently, so they
 build the tree a browser builds, broken markup included: a ``<td>`` outside any table is no cell,

@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from crawler.cli.common import (
     UserError,
@@ -120,9 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if args.index:
         _check_index_dir(Path(args.index))
     if args.diff:
-        from crawler.recluster.diff import run_diff
-
-        return run_diff(args, config)
+        return _run_diff(args, config)
 
     bar = None
     if not args.quiet:
@@ -202,3 +201,27 @@ def _store_sketch_params(path: str) -> dict[str, object]:
             return {f"sketch.{k}": v for k, v in store.params.to_dict().items()}
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot open store {path}: {exc}") from None
+
+
+def _run_diff(args: argparse.Namespace, config: Any) -> int:
+    """``neardup recluster --diff``: the command-line end of
+    :func:`crawler.recluster.diff.diff_store`."""
+    from crawler.recluster.diff import diff_store
+
+    if not args.store or args.warc or args.jsonl:
+        raise UserError("--diff compares a store's crawl with a re-clustering: give --store "
+                        "DIR and no --warc or --jsonl")  # fmt: skip
+    try:
+        diff = diff_store(args.store, config.sketch, config.dedup, jobs=args.jobs,
+                          index_dir=args.index)  # fmt: skip
+    except StoreError as exc:
+        raise UserError(str(exc)) from None
+    if args.json:
+        print(json.dumps(diff.to_dict(), indent=2, ensure_ascii=False))
+        return 0
+    rule = f"threshold {config.dedup.threshold}"
+    if config.dedup.containment is not None:
+        rule += f", containment {config.dedup.containment}"
+    print(f"re-clustered {args.store} with {config.sketch.describe()}; {rule}\n")
+    print(diff.render())
+    return 0

@@ -26,7 +26,7 @@ stage then appends the page and records where it is. Both write into the session
 one worker process beside the crawl (:mod:`crawler.work.process`), in arrival order, so
 ``process_item`` returns an awaitable
 (with no asyncio event loop, as when the stages are driven by hand, it runs inline and returns
-the item or raises the drop); when the storage stage directly follows the dedup stage, a kept
+the item or raises the drop, one of :mod:`crawler.pipelines.drops`); when the storage stage directly follows the dedup stage, a kept
 page is stored in the step that decides it.
 
 **Already decided.** A URL the store already has a document for (a resumed crawl, a repeated
@@ -39,7 +39,7 @@ relative path goes under the project's ``.scrapy/``, as ``HTTPCACHE_DIR`` does),
 ``NEARDUP_REPRESENTATIVE``, ``NEARDUP_CANONICALISER``, ``NEARDUP_BATCH_SIZE``,
 ``NEARDUP_BATCH_SECONDS``, ``NEARDUP_KEEP_TEXT`` and ``NEARDUP_MAX_TEXT_BYTES`` (the
 canonical text of each dropped page, kept compressed in the store for ``neardup explain``, cut
-to that many bytes); also ``NEARDUP_CAP`` (clusters read per fingerprint, default 64),
+to that many bytes); also ``NEARDUP_CAP`` (clusters read per fingerprint, ``dedup.cap``),
 ``NEARDUP_RUN_ID`` (the dedup log's file name; default: start time and process id) and
 ``NEARDUP_WORKER`` (``"process"``, the default, or ``"inline"``: where the work runs, see
 :mod:`crawler.pipelines.session`).
@@ -49,10 +49,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from scrapy.exceptions import DropItem, NotConfigured
+from scrapy.exceptions import NotConfigured
 
-from crawler.work.page import PageView
+from crawler.pipelines.drops import (
+    DROPS,
+    AlreadyDecided,
+    Contained,
+    DedupDrop,
+    ExactDuplicate,
+    NearDuplicate,
+    Skipped,
+    StoreFailed,
+)
 from crawler.pipelines.session import DedupSession
+from crawler.work.page import PageView
 from crawler.work.steps import STOPPING
 
 if TYPE_CHECKING:
@@ -62,6 +72,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 __all__ = [
+    "DROPS",
     "AlreadyDecided",
     "Contained",
     "DedupDrop",
@@ -75,47 +86,11 @@ __all__ = [
 ]
 
 
-class DedupDrop(DropItem):
-    """Base of every drop the dedup stage makes."""
-
-
-class Skipped(DedupDrop):
-    """The page cannot be compared (not HTML, empty, an HTTP error, ...); the message says why."""
-
-
-class ExactDuplicate(DedupDrop):
-    """The page's canonical token stream equals a stored page's."""
-
-
-class NearDuplicate(DedupDrop):
-    """The page's estimated resemblance to a cluster's representative reached the threshold."""
-
-
-class Contained(DedupDrop):
-    """The page is contained in a cluster's representative at least NEARDUP_CONTAINMENT."""
-
-
-class AlreadyDecided(DedupDrop):
-    """The store already holds a decision for this URL (a resumed or repeated crawl)."""
-
-
-class StoreFailed(DedupDrop):
-    """Writing to the store failed; the crawl is stopping and decides nothing more."""
-
-
-#: the drop of each outcome the work names (crawler.work.steps.Outcome.drop)
-DROPS: dict[str, type[DedupDrop]] = {
-    "skipped": Skipped,
-    "exact_duplicate": ExactDuplicate,
-    "near_duplicate": NearDuplicate,
-    "contained": Contained,
-    "already_decided": AlreadyDecided,
-    "store_failed": StoreFailed,
-}
-
-
 class DedupPipeline:
     """The dedup stage: one decision per page; duplicates and unusable pages are dropped."""
+
+    #: what the session looks for in ITEM_PIPELINES to tell whether the stages are adjacent
+    neardup_stage = "dedup"
 
     def __init__(self, crawler: Crawler, session: DedupSession) -> None:
         self.crawler = crawler
@@ -150,6 +125,8 @@ class DedupPipeline:
 class StoragePipeline:
     """The storage stage: each kept page into the store's WARC files, with the original
     status, headers and body, in the same batch as its index entries."""
+
+    neardup_stage = "storage"
 
     def __init__(self, crawler: Crawler, session: DedupSession) -> None:
         self.crawler = crawler

@@ -2,7 +2,7 @@
 
 The dedup stage decides, the storage stage stores, and both write into the same LMDB write
 transaction, so both share one :class:`DedupSession` per crawler (:meth:`DedupSession.of`). It
-reads the settings once (:class:`~crawler.work.settings.SessionSettings`), opens the store,
+reads the settings once (:func:`session_settings`), opens the store,
 hands each page (:class:`~crawler.work.page.PageView`) to the one
 :class:`~crawler.work.steps.StoreWork` that decides, stores, commits and logs (its docstring
 tells how and when), and turns what comes back into the item, or the ``DropItem``, that Scrapy
@@ -39,18 +39,21 @@ from scrapy.exceptions import DropItem
 from scrapy.utils.asyncio import create_looping_call
 from scrapy.utils.reactor import is_reactor_installed
 
+from crawler.pipelines.drops import DROPS, DedupDrop
 from crawler.work.page import PageView
-from crawler.work.settings import SessionSettings
-from crawler.work.steps import Outcome, StoreWork, Tally
 from crawler.work.process import Worker
+from crawler.work.settings import WORKERS, SessionSettings
+from crawler.work.steps import Outcome, StoreWork, Tally
+from dedup.params import DedupParams, SketchParams
 from storage.log import new_run_id
 from storage.store import Store
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
     from twisted.python.failure import Failure
 
-__all__ = ["DedupSession", "RunLog"]
+__all__ = ["DedupSession", "RunLog", "session_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +67,6 @@ def _event_loop_running() -> bool:
         return True
     except RuntimeError:
         return is_reactor_installed()
-
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ class DedupSession:
         session = _SESSIONS.get(crawler)
         if session is None:
             session = _SESSIONS[crawler] = cls(
-                crawler, SessionSettings.from_settings(crawler.settings)
+                crawler, session_settings(crawler.settings)
             )
         return session
 
@@ -164,7 +166,7 @@ class DedupSession:
                     logger.warning("Store %s repaired on opening: %s", self.config.store, line)
                 with store.log(run_id) as log:
                     self.log = RunLog(log.path)
-            worker = Worker(self, loop)
+            worker = Worker(loop, on_totals=self._totals, on_failure=self._stop_crawl)
             worker.start(self.config, self.storing, self.fused, run_id)
             self._worker = worker
         self._opened = True
@@ -232,7 +234,7 @@ class DedupSession:
         raised, now."""
         page = PageView.of(item)
         if self._worker is not None:
-            return self._worker.submit(kind, page.to_wire(), item=item)
+            return self._settling(self._worker.submit(kind, page.to_wire()), item)
         work = self.work
         if work is None:
             raise RuntimeError("the neardup session is not open (open_spider was not called)")
@@ -250,20 +252,25 @@ class DedupSession:
         if outcome.failure is not None:
             self._stop_crawl(outcome.failure)
         if outcome.drop is not None:
-            from crawler.pipelines import DROPS
-
             raise DROPS[outcome.drop](outcome.message, log_level=outcome.level)
 
-    def _settle(self, future: asyncio.Future[Any], outcome: Outcome, item: Any) -> None:
-        """A worker's outcome arrived: settle the future the stage returned."""
-        try:
-            self._settled(outcome)
-        except Exception as exc:  # noqa: BLE001 - the drop, handed to whoever awaits
-            if not future.done():
-                future.set_exception(exc)
-            return
-        if not future.done():
-            future.set_result(item)
+    def _settling(self, outcome: asyncio.Future[Outcome], item: Any) -> asyncio.Future[Any]:
+        """The future the stage returns: ``item`` once the worker's outcome keeps it, or the
+        outcome's drop."""
+        settled: asyncio.Future[Any] = outcome.get_loop().create_future()
+
+        def settle(done: asyncio.Future[Outcome]) -> None:
+            try:
+                self._settled(done.result())
+            except Exception as exc:  # noqa: BLE001 - the drop, handed to whoever awaits
+                if not settled.done():
+                    settled.set_exception(exc)
+                return
+            if not settled.done():
+                settled.set_result(item)
+
+        outcome.add_done_callback(settle)
+        return settled
 
     def _totals(self, totals: Mapping[str, Any]) -> None:
         """The work's counters into the stats: commits, the cost split, pages not stored."""
@@ -293,9 +300,16 @@ class DedupSession:
 
             deferred_from_coro(engine.close_spider_async(reason="neardup_store_error"))
 
+    def _settled_quietly(self, done: asyncio.Future[Outcome]) -> None:
+        """A step no item waits for (a tick, a page not stored): its stats, no drop."""
+        try:
+            self._settled(done.result())
+        except DedupDrop:
+            pass
+
     def _tick(self) -> None:
         if self._worker is not None:
-            self._worker.submit("tick").add_done_callback(_consume)
+            self._worker.submit("tick").add_done_callback(self._settled_quietly)
         elif self.work is not None:
             self._settled(self.work.tick())
             self._totals(self.work.totals())
@@ -317,8 +331,6 @@ class DedupSession:
             exception = failure.value
         if self.fused or not self.storing or not self._opened or exception is None:
             return
-        from crawler.pipelines import DedupDrop
-
         if isinstance(exception, DedupDrop):
             return
         try:
@@ -330,15 +342,11 @@ class DedupSession:
         kind = "dropped" if isinstance(exception, DropItem) else "failed"
         why = f"{kind} after the dedup stage ({type(exception).__name__})"
         if self._worker is not None:
-            self._worker.submit("not_stored", url, why).add_done_callback(_consume)
+            self._worker.submit("not_stored", url, why).add_done_callback(self._settled_quietly)
         elif self.work is not None:
             self._settled(self.work.not_stored(url, why))
 
 
-def _consume(future: asyncio.Future[Any]) -> None:
-    """Retrieve a fire-and-forget step's result, so asyncio does not report it as lost."""
-    if not future.cancelled():
-        future.exception()
 
 
 def _adjacent_stages(crawler: Crawler) -> bool:
@@ -347,8 +355,6 @@ def _adjacent_stages(crawler: Crawler) -> bool:
     from scrapy.utils.conf import build_component_list
     from scrapy.utils.misc import load_object
 
-    from crawler.pipelines import DedupPipeline, StoragePipeline
-
     try:
         paths = build_component_list(
             crawler.settings.get_component_priority_dict_with_base("ITEM_PIPELINES")
@@ -356,13 +362,58 @@ def _adjacent_stages(crawler: Crawler) -> bool:
         classes = [load_object(p) if isinstance(p, str) else p for p in paths]
     except Exception:  # noqa: BLE001 - an unloadable entry: Scrapy itself will say so
         return False
-    kinds = [
-        "dedup" if isinstance(c, type) and issubclass(c, DedupPipeline)
-        else "storage" if isinstance(c, type) and issubclass(c, StoragePipeline)
-        else "other"
-        for c in classes
-    ]  # fmt: skip
+    kinds = [getattr(c, "neardup_stage", "other") for c in classes]
     for i in range(len(kinds) - 1):
         if kinds[i] == "dedup":
             return kinds[i + 1] == "storage"
     return False
+
+
+def session_settings(settings: BaseSettings) -> SessionSettings:
+    """The work's settings, read once with typed getters and checked; a bad value is a
+    ``ValueError`` naming the setting."""
+    from scrapy.utils.project import data_path
+
+    from crawler import settings as defaults
+
+    sketch = {**defaults.NEARDUP_SKETCH, **settings.getdict("NEARDUP_SKETCH")}
+    containment = settings.get("NEARDUP_CONTAINMENT", defaults.NEARDUP_CONTAINMENT)
+    try:
+        sketch_params = SketchParams.from_dict(sketch)
+        dedup = DedupParams(
+            threshold=settings.getfloat("NEARDUP_THRESHOLD", defaults.NEARDUP_THRESHOLD),
+            containment=None if containment in (None, "") else float(containment),
+            representative=settings.get(
+                "NEARDUP_REPRESENTATIVE", defaults.NEARDUP_REPRESENTATIVE
+            ),
+            canonicaliser=settings.get("NEARDUP_CANONICALISER", defaults.NEARDUP_CANONICALISER),
+            cap=settings.getint("NEARDUP_CAP", defaults.NEARDUP_CAP),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"NEARDUP settings: {exc}") from None
+    batch_size = settings.getint("NEARDUP_BATCH_SIZE", defaults.NEARDUP_BATCH_SIZE)
+    batch_seconds = settings.getfloat("NEARDUP_BATCH_SECONDS", defaults.NEARDUP_BATCH_SECONDS)
+    if batch_size < 1:
+        raise ValueError(f"NEARDUP_BATCH_SIZE must be at least 1; got {batch_size}")
+    if batch_seconds < 0:
+        raise ValueError(f"NEARDUP_BATCH_SECONDS must be >= 0; got {batch_seconds}")
+    max_text_bytes = settings.getint("NEARDUP_MAX_TEXT_BYTES", defaults.NEARDUP_MAX_TEXT_BYTES)
+    if max_text_bytes < 0:
+        raise ValueError(f"NEARDUP_MAX_TEXT_BYTES must be >= 0; got {max_text_bytes}")
+    worker = settings.get("NEARDUP_WORKER", defaults.NEARDUP_WORKER)
+    if worker not in WORKERS:
+        raise ValueError(f"NEARDUP_WORKER must be one of {', '.join(WORKERS)}; got {worker!r}")
+    store = settings.get("NEARDUP_STORE", defaults.NEARDUP_STORE)
+    if not store:
+        raise ValueError("NEARDUP_STORE must name a directory")
+    return SessionSettings(
+        store=data_path(store),
+        sketch=sketch_params,
+        dedup=dedup,
+        batch_size=batch_size,
+        batch_seconds=batch_seconds,
+        run_id=settings.get("NEARDUP_RUN_ID") or None,
+        worker=worker,
+        keep_text=settings.getbool("NEARDUP_KEEP_TEXT", defaults.NEARDUP_KEEP_TEXT),
+        max_text_bytes=max_text_bytes,
+    )

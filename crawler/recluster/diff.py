@@ -73,7 +73,7 @@ class Change:
     doc_id: int
     #: what the crawl decided: kept, exact_duplicate, near_duplicate, contained
     crawl_decision: str
-    #: what the re-clustering decides (clusters.jsonl's "decision": new, near_duplicate, ...)
+    #: what the re-clustering decides (clusters.jsonl's "decision": kept, near_duplicate, ...)
     new_decision: str
     new_cluster: int
     #: the estimate against the new cluster's representative (1.0 for a representative)
@@ -313,27 +313,3 @@ def diff_store(
         else:
             diff.unchanged["kept" if kept_then else "dropped"] += 1
     return diff
-
-
-def run_diff(args: Any, config: Any) -> int:
-    """``neardup recluster --diff``: the command-line end of :func:`diff_store`."""
-    from crawler.cli.common import UserError
-    from storage.errors import StoreError
-
-    if not args.store or args.warc or args.jsonl:
-        raise UserError("--diff compares a store's crawl with a re-clustering: give --store "
-                        "DIR and no --warc or --jsonl")  # fmt: skip
-    try:
-        diff = diff_store(args.store, config.sketch, config.dedup, jobs=args.jobs,
-                          index_dir=args.index)  # fmt: skip
-    except StoreError as exc:
-        raise UserError(str(exc)) from None
-    if args.json:
-        print(json.dumps(diff.to_dict(), indent=2, ensure_ascii=False))
-        return 0
-    rule = f"threshold {config.dedup.threshold}"
-    if config.dedup.containment is not None:
-        rule += f", containment {config.dedup.containment}"
-    print(f"re-clustered {args.store} with {config.sketch.describe()}; {rule}\n")
-    print(diff.render())
-    return 0

@@ -10,13 +10,11 @@ input order, the order greedy clustering is defined by. The parent does nothing 
 * the **parent** reads the workers' pipes in that same turn, so the sketches arrive in input
   order with nothing to reorder.
 
-Pipes hold a few chunks (:data:`PIPE_BYTES` each where the system allows it, and a chunk of
-pages is cut at :data:`CHUNK_BYTES`), so a parent slower than its workers holds them back, and
-they hold the feeder back: memory stays flat however large the corpus. (Linux's default pipe,
-64 KiB, holds less than one chunk of pages: the feeder then waits on each worker in turn while
-the other one idles, and a tenth of both cores goes unused.) An error in the feeder (an input that
-cannot be read) or in a worker travels down the same pipes and is raised in the parent, at the
-document where it happened.
+The pipes are :mod:`crawler.ipc`'s message pipes. Each holds a few chunks (a chunk of pages is
+cut at :data:`CHUNK_BYTES`), so a parent slower than its workers holds them back, and they hold
+the feeder back: memory stays flat however large the corpus. An error in the feeder (an input
+that cannot be read) or in a worker travels down the same pipes and is raised in the parent, at
+the document where it happened.
 
 Not :class:`multiprocessing.pool.Pool`: its task and result threads live in the parent and take
 the GIL from the clustering loop, and the parent would read and pickle every document to hand it
@@ -25,24 +23,17 @@ over; for text input that costs the parent as much again as clustering.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
-import pickle
+import os
 import signal
 import sys
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from typing import Any
 
-try:
-    import fcntl
-except ImportError:  # not a POSIX system: the pipes keep their size
-    fcntl = None  # type: ignore[assignment]
-
-from crawler.ipc import die_with_parent
+from crawler.ipc import Receiver, Sender, die_with_parent, message_pipe, sendable
 from crawler.recluster.inputs import FileContent, SourceDocument
 from dedup.canonical import document_tokens
 from dedup.document import Sketcher
@@ -56,8 +47,6 @@ __all__ = ["CHUNK", "SketchedDocument", "sketch_source", "sketched"]
 CHUNK = 32
 #: content per message from the feeder at most (a chunk ends at CHUNK documents or this)
 CHUNK_BYTES = 1 << 18
-#: bytes each pipe holds (a few chunks of pages), where the system lets us set it
-PIPE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -128,30 +117,26 @@ def sketched(
         yield map(sketch_source, sources)
         return
     ctx = multiprocessing.get_context("fork")
-    to_workers = [ctx.Pipe(duplex=False) for _ in range(jobs)]  # (worker's end, feeder's end)
-    to_parent = [ctx.Pipe(duplex=False) for _ in range(jobs)]  # (parent's end, worker's end)
-    every_end = [end for pair in to_workers + to_parent for end in pair]
-    for _, writer in to_workers + to_parent:
-        _widen(writer)
-    writers = [w for _, w in to_workers]
-    readers = [r for r, _ in to_parent]
+    to_workers = [message_pipe() for _ in range(jobs)]  # (worker's end, feeder's end)
+    to_parent = [message_pipe() for _ in range(jobs)]  # (parent's end, worker's end)
+    every_fd = [fd for pair in to_workers + to_parent for fd in pair]
+    writers = [Sender(w) for _, w in to_workers]
+    readers = [Receiver(r) for r, _ in to_parent]
     processes = [
-        ctx.Process(target=_worker, args=(to_workers[k][0], to_parent[k][1], params, engine,
-                                           every_end),
+        ctx.Process(target=_worker, args=(Receiver(to_workers[k][0]), Sender(to_parent[k][1]),
+                                           params, engine, every_fd),
                     name=f"neardup-sketcher-{k}", daemon=True)  # fmt: skip
         for k in range(jobs)
     ]
     if not feed_here:
-        processes.append(ctx.Process(target=_feeder_process, args=(sources, writers, every_end),
+        processes.append(ctx.Process(target=_feeder_process, args=(sources, writers, every_fd),
                                      name="neardup-feeder", daemon=True))  # fmt: skip
     sys.stdout.flush()  # a forked child flushes what it inherited: nothing, then
     sys.stderr.flush()
     for process in processes:
         process.start()
-    kept = readers + (writers if feed_here else [])
-    for end in every_end:
-        if end not in kept:
-            end.close()  # the children hold these; EOF must reach the parent when they exit
+    kept = {r.fd for r in readers} | ({w.fd for w in writers} if feed_here else set())
+    _close_all_but(kept, every_fd)  # the children hold these: EOF must reach us when they exit
     feeder = None
     if feed_here:
         feeder = threading.Thread(target=_feed, args=(sources, writers), daemon=True,
@@ -173,21 +158,12 @@ def sketched(
                 writer.close()
 
 
-def _widen(end: Connection) -> None:
-    """Let the pipe behind ``end`` hold :data:`PIPE_BYTES` (Linux; elsewhere, or above the
-    system's limit, it keeps its size)."""
-    set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
-    if set_size is not None:
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(end.fileno(), set_size, PIPE_BYTES)
-
-
-def _in_turn(readers: list[Connection]) -> Iterator[SketchedDocument]:
+def _in_turn(readers: list[Receiver]) -> Iterator[SketchedDocument]:
     """The workers' messages, read in the turn the feeder dealt the chunks in."""
     turn = 0
     while True:
         try:
-            kind, payload = readers[turn % len(readers)].recv()
+            kind, payload = readers[turn % len(readers)].get()
         except EOFError:
             raise RuntimeError("a sketching process died; see the messages above") from None
         if kind == "end":
@@ -198,35 +174,43 @@ def _in_turn(readers: list[Connection]) -> Iterator[SketchedDocument]:
         turn += 1
 
 
-def _only(keep: tuple[Connection, ...], every_end: list[Connection]) -> None:
-    """In a child: close the pipe ends it does not use (a copy held open would keep the far
-    end from ever seeing EOF), and leave Ctrl-C and the parent's death to the parent."""
-    for end in every_end:
-        if end not in keep:
-            end.close()
+def _close_all_but(keep: set[int], every_fd: list[int]) -> None:
+    """Close the pipe ends this process does not use: a copy held open would keep the far end
+    from ever seeing EOF."""
+    for fd in every_fd:
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _child(keep: set[int], every_fd: list[int]) -> None:
+    """In a child: only its own pipe ends; Ctrl-C and the parent's death are the parent's."""
+    _close_all_but(keep, every_fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
 
 
-def _feeder_process(sources: Iterable[SourceDocument], writers: list[Connection],
-                    every_end: list[Connection]) -> None:  # fmt: skip
-    _only(tuple(writers), every_end)
+def _feeder_process(sources: Iterable[SourceDocument], writers: list[Sender],
+                    every_fd: list[int]) -> None:  # fmt: skip
+    _child({w.fd for w in writers}, every_fd)
     _feed(sources, writers)
 
 
-def _feed(sources: Iterable[SourceDocument], writers: list[Connection]) -> None:
+def _feed(sources: Iterable[SourceDocument], writers: list[Sender]) -> None:
     """Deal the sources to the workers in chunks, in turn; then an end (or an error) to each."""
     turn = 0
     try:
         for chunk in _chunks(sources):
-            if not _send(writers[turn % len(writers)], ("docs", chunk)):
-                return
+            if not writers[turn % len(writers)].send(("docs", chunk)):
+                return  # the parent stopped early
             turn += 1
     except Exception as exc:  # noqa: BLE001 - an input that cannot be read: the parent raises it
-        _send(writers[turn % len(writers)], ("error", _sendable(exc)))
+        writers[turn % len(writers)].send(("error", sendable(exc)))
         return
     for k in range(len(writers)):
-        _send(writers[(turn + k) % len(writers)], ("end", None))
+        writers[(turn + k) % len(writers)].send(("end", None))
 
 
 def _chunks(sources: Iterable[SourceDocument]) -> Iterator[list[SourceDocument]]:
@@ -244,39 +228,21 @@ def _chunks(sources: Iterable[SourceDocument]) -> Iterator[list[SourceDocument]]
         yield chunk
 
 
-def _send(writer: Connection, message: tuple[str, Any]) -> bool:
-    """Send ``message``; False when the far end is gone (the parent stopped early)."""
-    try:
-        writer.send(message)
-    except (OSError, ValueError):  # a broken pipe, or a handle the parent closed
-        return False
-    return True
-
-
-def _worker(reader: Connection, writer: Connection, params: SketchParams, engine: str,
-            every_end: list[Connection]) -> None:  # fmt: skip
-    _only((reader, writer), every_end)
+def _worker(reader: Receiver, writer: Sender, params: SketchParams, engine: str,
+            every_fd: list[int]) -> None:  # fmt: skip
+    _child({reader.fd, writer.fd}, every_fd)
     _init_sketcher(params, engine)
     while True:
         try:
-            kind, payload = reader.recv()
+            kind, payload = reader.get()
         except (EOFError, OSError):
             return  # the feeder is gone, and so is the parent
         if kind == "docs":
             try:
                 message: tuple[str, Any] = ("docs", [sketch_source(doc) for doc in payload])
             except Exception as exc:  # noqa: BLE001 - a sketching bug: the parent raises it
-                message = ("error", _sendable(exc))
+                message = ("error", sendable(exc))
         else:
             message = (kind, payload)
-        if not _send(writer, message) or message[0] != "docs":
+        if not writer.send(message) or message[0] != "docs":
             return
-
-
-def _sendable(exc: BaseException) -> BaseException:
-    """``exc`` if it survives pickling, else a RuntimeError with its message."""
-    try:
-        pickle.loads(pickle.dumps(exc))
-    except Exception:  # noqa: BLE001
-        return RuntimeError(f"{type(exc).__name__}: {exc}")
-    return exc

@@ -2,14 +2,14 @@
 
 A crawl is CPU-bound on Scrapy's event-loop thread, and nearly all of the dedup and storage
 work (sketch, decide, index, WARC, commit, log) is Python that holds the GIL: on a worker
-*thread* it only took turns with Scrapy, and lost to running it inline (the benchmark's 2,400
-pages: 20.8 s on a thread, 17.5 s inline, 14.3 s without the stage). So, while an asyncio event
-loop runs (``NEARDUP_WORKER="process"``, the default), the
+*thread* it only takes turns with Scrapy, and loses to running it inline (``benchmarks.crawl``
+measures the three). So, while an asyncio event loop runs (``NEARDUP_WORKER="process"``, the default), the
 :class:`~crawler.work.steps.StoreWork` runs in one child process, started in ``open_spider``,
 fed over a pipe; Scrapy goes on fetching and parsing on its core meanwhile. The stages send a
 page (:class:`~crawler.work.page.PageView`: URL, tokens, status, headers, body) and get back a
-small :class:`~crawler.work.steps.Outcome`; the event-loop thread only pickles, counts stats and
-raises the drop (about 0.1 ms a page).
+small :class:`~crawler.work.steps.Outcome`. :class:`Worker` is the crawl's side: it returns a
+future of each step's outcome and knows nothing of Scrapy; the session
+(:mod:`crawler.pipelines.session`) turns outcomes into items, drops and stats.
 
 *One* worker, fed in arrival order, keeps the greedy clustering deterministic (each page is
 decided against every page that arrived before it) and the LMDB write transaction on one
@@ -18,101 +18,57 @@ thread. The child ignores Ctrl-C (the crawl stops it), dies with the crawl
 a store failure: the crawl is stopped, and every page still on its way is dropped with a
 one-line reason (``StoreFailed``), so that nothing waits for a worker that has gone.
 
-**The protocol.** Pickled messages, each framed by its length (4 bytes, big-endian), over two
-pipes. The crawl sends ``open`` (the settings; the worker answers ``opened`` with the store's
+**The protocol.** :mod:`crawler.ipc`'s messages over two pipes. The crawl sends ``open`` (the settings; the worker answers ``opened`` with the store's
 repairs, or ``open_failed``), then steps in order: ``decide``, ``store``, ``not_stored``,
 ``tick``, and ``finish`` last; the worker answers each with ``done`` and its
 outcome (``finished`` for the last, with the run's totals), and sends ``totals`` on a tick and
 ``log`` for each of its log records, which the crawl logs where Scrapy logs.
 
 The child runs ``python -c`` :data:`_CHILD` with this package's root first on ``sys.path``, and
-imports this module, the store work, ``dedup`` and ``storage``, but nothing of Scrapy: importing
-it made the worker's first answer about 0.2 s later (0.5 s instead of 0.3 s). Keep Scrapy, the
-spider and the review commands out of this module's imports and those of the modules it loads.
+imports this module, the store work, ``dedup`` and ``storage``, but nothing of Scrapy, whose
+import would delay the worker's first answer on every crawl. Keep Scrapy, the spider and the
+review commands out of this module's imports and those of the modules it loads
+(``tests/crawler/test_worker_imports.py`` checks).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import pickle
 import resource
 import signal
-import struct
 import subprocess
 import sys
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crawler.ipc import Receiver, Sender, Unframer, die_with_parent, frame, message_pipe
 from crawler.work.page import PageView
-from crawler.ipc import die_with_parent
 from crawler.work.steps import Outcome, StoreWork, failure_outcome
 
 if TYPE_CHECKING:
     import asyncio
 
-    from crawler.pipelines.session import DedupSession
     from crawler.work.settings import SessionSettings
 
 __all__ = ["Worker"]
 
 logger = logging.getLogger(__name__)
 
-_FRAME = struct.Struct(">I")
-
-
-def _frame(message: Any) -> bytes:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return _FRAME.pack(len(data)) + data
-
-
-def _unframe(buffer: bytearray) -> list[Any]:
-    """Every complete message at the start of ``buffer`` (removed from it)."""
-    messages = []
-    start = 0
-    while len(buffer) - start >= _FRAME.size:
-        (size,) = _FRAME.unpack_from(buffer, start)
-        end = start + _FRAME.size + size
-        if len(buffer) < end:
-            break
-        messages.append(pickle.loads(buffer[start + _FRAME.size : end]))
-        start = end
-    del buffer[:start]
-    return messages
-
-
 class _ChildPipe:
-    """The worker's ends of its two pipes: blocking reads of whole messages, and replies kept
-    until :meth:`flush`, so that a burst of pages is answered with one write."""
+    """The worker's ends of its two pipes: whole messages in; replies held until :meth:`flush`,
+    so that a burst of pages is answered with one write."""
 
     def __init__(self, read_fd: int, write_fd: int) -> None:
-        self.read_fd, self.write_fd = read_fd, write_fd
-        self._in = bytearray()
-        self._out: list[bytes] = []
-
-    def receive(self) -> list[Any] | None:
-        """The messages that have arrived (waiting for at least one); None at end of input."""
-        while True:
-            messages = _unframe(self._in)
-            if messages:
-                return messages
-            data = os.read(self.read_fd, 1 << 20)
-            if not data:
-                return None
-            self._in += data
-
-    def send(self, message: Any) -> None:
-        self._out.append(_frame(message))
-
-    def flush(self) -> None:
-        data = memoryview(b"".join(self._out))
-        self._out.clear()
-        while data:
-            data = data[os.write(self.write_fd, data) :]
+        self._receiver, self._sender = Receiver(read_fd), Sender(write_fd)
+        self.receive = self._receiver.receive
+        self.send = self._sender.queue
+        self.flush = self._sender.flush
 
 
 class _Forward(logging.Handler):
@@ -224,23 +180,37 @@ def _serve(pipe: _ChildPipe, work: StoreWork, messages: list[Any]) -> None:
 
 
 class Worker:
-    """The crawl's side of the worker process: sends steps, settles their futures."""
+    """The crawl's side of the worker process: each step sent returns a future of its
+    :class:`~crawler.work.steps.Outcome`, resolved on the event-loop thread.
 
-    def __init__(self, session: DedupSession, loop: asyncio.AbstractEventLoop) -> None:
-        self.session = session
+    It knows no session: what the worker reports besides outcomes goes to the callbacks,
+    ``on_totals(totals)`` (the run's counters, after a tick) and ``on_failure(text)`` (the
+    worker could not open the store, or went away with steps outstanding).
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        on_totals: Callable[[dict[str, Any]], None],
+        on_failure: Callable[[str], None],
+    ) -> None:
         self.loop = loop
+        self.on_totals = on_totals
+        self.on_failure = on_failure
         self.proc: subprocess.Popen[bytes] | None = None
         self._seq = 0
-        self._futures: dict[int, tuple[asyncio.Future[Any], Any]] = {}
-        self._in = bytearray()
+        self._futures: dict[int, asyncio.Future[Outcome]] = {}
+        self._unframer = Unframer()
         self._backlog = bytearray()
         self._read_fd = self._write_fd = -1
+        self._store = ""
         self._finished: dict[str, Any] | None = None
         self._gone = False
 
     def start(self, config: SessionSettings, storing: bool, fused: bool, run_id: str) -> None:
-        from_parent, to_child = os.pipe()
-        from_child, to_parent = os.pipe()
+        from_parent, to_child = message_pipe()
+        from_child, to_parent = message_pipe()
         # this very package, whatever the working directory holds
         package_root = str(Path(__file__).resolve().parents[2])
         try:
@@ -251,25 +221,27 @@ class Worker:
         finally:
             os.close(from_parent)
             os.close(to_parent)
+        self._store = str(config.store)
         self._read_fd, self._write_fd = from_child, to_child
         os.set_blocking(from_child, False)
         os.set_blocking(to_child, False)
         self.loop.add_reader(from_child, self._readable)
         self._send(("open", config, storing, fused, run_id))
 
-    def submit(self, kind: str, *args: Any, item: Any = None) -> asyncio.Future[Any]:
-        """Send a step; the future gets ``item``, or the step's drop as its exception."""
-        future = self.loop.create_future()
+    def submit(self, kind: str, *args: Any) -> asyncio.Future[Outcome]:
+        """Send a step; the future gets its outcome (a "not decided" drop once the worker is
+        gone)."""
+        future: asyncio.Future[Outcome] = self.loop.create_future()
         if self._gone:
-            self.session._settle(future, _gone_outcome(self.proc), item)
+            future.set_result(_gone_outcome(self.proc))
             return future
         self._seq += 1
-        self._futures[self._seq] = (future, item)
+        self._futures[self._seq] = future
         self._send((kind, self._seq, *args))
         return future
 
     def _send(self, message: Any) -> None:
-        data = _frame(message)
+        data = frame(message)
         if self._backlog:
             self._backlog += data
             return
@@ -302,30 +274,29 @@ class Worker:
         if not data:
             self._lost()
             return
-        self._in += data
-        for message in _unframe(self._in):
+        for message in self._unframer.feed(data):
             self._handle(message)
 
     def _handle(self, message: tuple[Any, ...]) -> None:
         kind = message[0]
         if kind == "done":
-            waiting = self._futures.pop(message[1], None)
-            if waiting is not None:
-                self.session._settle(waiting[0], message[2], waiting[1])
+            future = self._futures.pop(message[1], None)
+            if future is not None and not future.done():
+                future.set_result(message[2])
         elif kind == "log":
             logging.getLogger(message[2]).log(message[1], "%s", message[3])
         elif kind == "totals":
-            self.session._totals(message[1])
+            self.on_totals(message[1])
         elif kind == "opened":
             for line in message[1]:
-                logger.warning("Store %s repaired on opening: %s", self.session.config.store, line)
+                logger.warning("Store %s repaired on opening: %s", self._store, line)
         elif kind == "open_failed":
-            self.session._stop_crawl(f"the worker could not open the store:\n{message[1]}")
+            self.on_failure(f"the worker could not open the store:\n{message[1]}")
         elif kind == "finished":
             self._finished = message[2]
 
     def _lost(self) -> None:
-        """The worker's pipe closed: every page still waiting for it is dropped."""
+        """The worker's pipe closed: every step still waiting for it is not done."""
         if self._gone:
             return
         self._gone = True
@@ -339,11 +310,15 @@ class Worker:
             except subprocess.TimeoutExpired:
                 pass
         outcome = _gone_outcome(self.proc)
+        if self._futures or self._finished is None:
+            self.on_failure(outcome.failure or "the worker process exited")
+        self._abandon(replace(outcome, failure=None))
+
+    def _abandon(self, outcome: Outcome) -> None:
         futures, self._futures = self._futures, {}
-        if futures or self._finished is None:
-            self.session._stop_crawl(outcome.failure or "the worker process exited")
-        for future, item in futures.values():
-            self.session._settle(future, replace(outcome, failure=None), item)
+        for future in futures.values():
+            if not future.done():
+                future.set_result(outcome)
 
     def finish(self) -> dict[str, Any] | None:
         """The last step, waited for (blocking): the worker commits, closes and exits."""
@@ -362,8 +337,7 @@ class Worker:
                     data = os.read(self._read_fd, 1 << 20)
                     if not data:
                         break
-                    self._in += data
-                    for message in _unframe(self._in):
+                    for message in self._unframer.feed(data):
                         self._handle(message)
             except OSError:
                 pass
@@ -382,10 +356,7 @@ class Worker:
                 self.proc.kill()
                 self.proc.wait()
         if self._finished is None:
-            outcome = _gone_outcome(self.proc)
-            for future, item in self._futures.values():
-                self.session._settle(future, replace(outcome, failure=None), item)
-            self._futures.clear()
+            self._abandon(replace(_gone_outcome(self.proc), failure=None))
         return self._finished
 
 

@@ -52,7 +52,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from storage.texts import stored_text
 from dedup.canonical import document_tokens
 from dedup.cluster import GreedyClusterer
 from dedup.document import Sketcher
@@ -60,6 +59,7 @@ from dedup.html_text import DocumentTooDeep
 from dedup.units import JoinedTokens
 from storage.records import DocumentRecord
 from storage.store import Store
+from storage.texts import stored_text
 
 if TYPE_CHECKING:
     from crawler.work.page import PageView

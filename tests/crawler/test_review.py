@@ -331,13 +331,13 @@ def test_the_review_config_reaches_the_crawl_settings():
     from scrapy.settings import Settings
 
     from crawler.config import apply_overrides
-    from crawler.work.settings import SessionSettings
+    from crawler.pipelines.session import session_settings
     from crawler.settings import scrapy_settings
 
     config = apply_overrides(Config(), {"review.keep_text": False, "review.max_text_bytes": 99})
-    settings = SessionSettings.from_settings(Settings(scrapy_settings(config)))
+    settings = session_settings(Settings(scrapy_settings(config)))
     assert (settings.keep_text, settings.max_text_bytes) == (False, 99)
-    default = SessionSettings.from_settings(Settings(scrapy_settings(Config())))
+    default = session_settings(Settings(scrapy_settings(Config())))
     assert (default.keep_text, default.max_text_bytes) == (True, Config().review.max_text_bytes)
     with pytest.raises(ValueError, match="NEARDUP_MAX_TEXT_BYTES must be >= 0; got -1"):
-        SessionSettings.from_settings(Settings({"NEARDUP_MAX_TEXT_BYTES": -1}))
+        session_settings(Settings({"NEARDUP_MAX_TEXT_BYTES": -1}))

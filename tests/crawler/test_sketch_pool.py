@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import fcntl
 import multiprocessing
+import os
 import random
 import time
 
 import pytest
 
+from crawler.ipc import PIPE_BYTES, message_pipe
 from crawler.recluster.inputs import SourceDocument
 from crawler.recluster.pool import (
     CHUNK,
     CHUNK_BYTES,
-    PIPE_BYTES,
     _chunks,
     _init_sketcher,
-    _widen,
     sketch_source,
     sketched,
 )
@@ -126,16 +126,15 @@ def test_a_worker_that_dies_is_an_error_not_a_hang():
 def test_pipes_hold_a_few_chunks_where_the_system_allows() -> None:
     # the default 64 KiB holds less than one chunk of pages: the feeder would wait on each
     # worker in turn while the other idles
-    reader, writer = multiprocessing.Pipe(duplex=False)
+    reader, writer = message_pipe()
     try:
-        _widen(writer)
         with open("/proc/sys/fs/pipe-max-size") as fh:
             allowed = int(fh.read())
-        size = fcntl.fcntl(reader.fileno(), fcntl.F_GETPIPE_SZ)
+        size = fcntl.fcntl(reader, fcntl.F_GETPIPE_SZ)
         assert size >= min(PIPE_BYTES, allowed) > 1 << 16
     finally:
-        reader.close()
-        writer.close()
+        os.close(reader)
+        os.close(writer)
 
 
 def test_chunks_are_cut_by_count_and_by_bytes() -> None:

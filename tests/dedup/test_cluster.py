@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dedup.cluster import (
+    SLACK,
     Assignment,
     Decision,
     GreedyClusterer,
-    SLACK,
     cluster_documents,
     hits_needed,
     indexed_count,

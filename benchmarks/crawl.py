@@ -21,7 +21,7 @@ runs, with the built-in configuration and no progress line:
   pipelines are ``NotConfigured``. The spider still canonicalises every page (it does so
   whatever the setting), so this difference is the pipelines' cost alone;
 * **fetch only** (unless ``--no-fetch-only``): as *without*, and the spider's
-  ``html_tokens`` replaced by a stub in that process, to show what canonicalisation costs
+  ``document_tokens`` replaced by a stub in that process, to show what canonicalisation costs
   on top: the difference to a crawler that has no dedup at all.
 
 In the crawls with the stage, each stage's ``process_item`` and the session's handling of the
@@ -107,10 +107,12 @@ def child_main(spec_path: str) -> None:
     if spec["variant"] == "fetch_only":
         import crawler.spiders.site as site_module
 
-        def no_canonicalise(*_: Any, **__: Any) -> list[str]:
-            return ["page"]
+        from dedup.units import JoinedTokens
 
-        setattr(site_module, "html_tokens", no_canonicalise)  # noqa: B010 - a stub, on purpose
+        def no_canonicalise(*_: Any, **__: Any) -> JoinedTokens:
+            return JoinedTokens(b"page", 1)
+
+        setattr(site_module, "document_tokens", no_canonicalise)  # noqa: B010 - a stub, on purpose
     pipeline_cpu = _time_pipelines() if spec["variant"] in DEDUP_VARIANTS else {}
     before = resource.getrusage(resource.RUSAGE_SELF)
     outcome = crawl(config, [spec["url"]], progress=False, settings=settings)
@@ -172,6 +174,7 @@ def _time_pipelines() -> dict[str, float]:
     wrap(DedupPipeline, "process_item", "dedup")
     wrap(StoragePipeline, "process_item", "storage")
     wrap(Worker, "_readable", "session")
+    wrap(DedupSession, "_settle", "session")
     wrap(DedupSession, "_tick", "session")
     wrap(DedupSession, "open", "session")
     wrap(DedupSession, "close", "session")

@@ -26,6 +26,7 @@ that it cannot hold a commit back.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import weakref
 from collections.abc import Mapping
@@ -258,19 +259,21 @@ class DedupSession:
         """The future the stage returns: ``item`` once the worker's outcome keeps it, or the
         outcome's drop."""
         settled: asyncio.Future[Any] = outcome.get_loop().create_future()
-
-        def settle(done: asyncio.Future[Outcome]) -> None:
-            try:
-                self._settled(done.result())
-            except Exception as exc:  # noqa: BLE001 - the drop, handed to whoever awaits
-                if not settled.done():
-                    settled.set_exception(exc)
-                return
-            if not settled.done():
-                settled.set_result(item)
-
-        outcome.add_done_callback(settle)
+        outcome.add_done_callback(functools.partial(self._settle, settled, item))
         return settled
+
+    def _settle(
+        self, settled: asyncio.Future[Any], item: Any, done: asyncio.Future[Outcome]
+    ) -> None:
+        """The worker's outcome arrived: settle the future the stage returned."""
+        try:
+            self._settled(done.result())
+        except Exception as exc:  # noqa: BLE001 - the drop, handed to whoever awaits
+            if not settled.done():
+                settled.set_exception(exc)
+            return
+        if not settled.done():
+            settled.set_result(item)
 
     def _totals(self, totals: Mapping[str, Any]) -> None:
         """The work's counters into the stats: commits, the cost split, pages not stored."""

@@ -2,10 +2,11 @@
 
 The stages accept our spider's :class:`~crawler.items.PageItem` or any item with a ``url`` and a
 token stream, a body, HTML or text (:mod:`crawler.pipelines`). They read each item once into a
-:class:`PageView`, which is what crosses the pipe to the worker process (:mod:`crawler.work.process`):
-a flat tuple, the tokens in their joined form (one object to pickle instead of hundreds). The
-worker process imports this module to read pages back, so it imports nothing of Scrapy
-(``itemadapter`` loads Scrapy: it is imported only to read an item of another class).
+:class:`PageView`, which is what crosses the pipe to the worker process
+(:mod:`crawler.work.process`): a flat tuple, the tokens in their joined form (one object to
+pickle instead of hundreds). The worker process imports this module to read pages back, so it
+imports nothing of Scrapy (``itemadapter`` loads Scrapy: it is imported only to read an item of
+another class).
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ class PageView:
         >>> PageView.from_wire(page.to_wire()).tokens
         JoinedTokens(data=b'a\\x00rose', count=2)
         """
-        return (self.url, self.tokens, self.skip_reason, self.skip_detail, self.status, self.headers,
-                self.body, self.kind, self.fetched_at, self.canonicalise_seconds)  # fmt: skip
+        return (self.url, self.tokens, self.skip_reason, self.skip_detail, self.status,
+                self.headers, self.body, self.kind, self.fetched_at,
+                self.canonicalise_seconds)  # fmt: skip
 
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...]) -> PageView:

@@ -1,9 +1,9 @@
 """The worker process that runs the crawl's dedup and storage work, and the crawl's side of it.
 
-A crawl is CPU-bound on Scrapy's event-loop thread, and nearly all of the dedup and storage
-work (sketch, decide, index, WARC, commit, log) is Python that holds the GIL: on a worker
-*thread* it only takes turns with Scrapy, and loses to running it inline (``benchmarks.crawl``
-measures the three). So, while an asyncio event loop runs (``NEARDUP_WORKER="process"``, the default), the
+A crawl is CPU-bound on Scrapy's event-loop thread, and nearly all of the dedup and storage work
+(sketch, decide, index, WARC, commit, log) is Python that holds the GIL: on a worker *thread* it
+only takes turns with Scrapy, and loses to running it inline (``benchmarks.crawl`` measures the
+three). So, while an asyncio event loop runs (``NEARDUP_WORKER="process"``, the default), the
 :class:`~crawler.work.steps.StoreWork` runs in one child process, started in ``open_spider``,
 fed over a pipe; Scrapy goes on fetching and parsing on its core meanwhile. The stages send a
 page (:class:`~crawler.work.page.PageView`: URL, tokens, status, headers, body) and get back a
@@ -18,11 +18,12 @@ thread. The child ignores Ctrl-C (the crawl stops it), dies with the crawl
 a store failure: the crawl is stopped, and every page still on its way is dropped with a
 one-line reason (``StoreFailed``), so that nothing waits for a worker that has gone.
 
-**The protocol.** :mod:`crawler.ipc`'s messages over two pipes. The crawl sends ``open`` (the settings; the worker answers ``opened`` with the store's
-repairs, or ``open_failed``), then steps in order: ``decide``, ``store``, ``not_stored``,
-``tick``, and ``finish`` last; the worker answers each with ``done`` and its
-outcome (``finished`` for the last, with the run's totals), and sends ``totals`` on a tick and
-``log`` for each of its log records, which the crawl logs where Scrapy logs.
+**The protocol.** :mod:`crawler.ipc`'s messages over two pipes. The crawl sends ``open`` (the
+settings; the worker answers ``opened`` with the store's repairs, or ``open_failed``), then
+steps in order: ``decide``, ``store``, ``not_stored``, ``tick``, and ``finish`` last; the worker
+answers each with ``done`` and its outcome (``finished`` for the last, with the run's totals),
+and sends ``totals`` on a tick and ``log`` for each of its log records, which the crawl logs
+where Scrapy logs.
 
 The child runs ``python -c`` :data:`_CHILD` with this package's root first on ``sys.path``, and
 imports this module, the store work, ``dedup`` and ``storage``, but nothing of Scrapy, whose

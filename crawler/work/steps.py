@@ -6,9 +6,9 @@ So the pieces live in one :class:`StoreWork` per crawler: the open :class:`~stor
 the :class:`~dedup.document.Sketcher`, the :class:`~dedup.cluster.GreedyClusterer` over the
 store's LMDB index, the current write batch, and the dedup-log lines waiting for it to commit.
 Each step takes a :class:`~crawler.work.page.PageView` and gives back an :class:`Outcome`, plain
-data that the session (:mod:`crawler.pipelines.session`) turns into the item or its drop. The work runs in
-the worker process (:mod:`crawler.work.process`), or inline on the caller's thread; it imports nothing
-of Scrapy, so that the worker starts without it.
+data that the session (:mod:`crawler.pipelines.session`) turns into the item or its drop. The
+work runs in the worker process (:mod:`crawler.work.process`), or inline on the caller's thread;
+it imports nothing of Scrapy, so that the worker starts without it.
 
 **Fused storage.** When the storage stage comes directly after the dedup stage in
 ``ITEM_PIPELINES`` (nothing can come between them), a kept page is stored in the same step that

@@ -36,7 +36,7 @@ print(json.dumps({
 
 
 def test_every_module_imports_without_side_effects():
-    done = subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, capture_output=True, check=False,
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)

@@ -15,7 +15,8 @@
  *       counter met twice in one call counts once (as numpy's fancy += does); counts is
  *       uint32, the rows side by side, 2^bits each.
  *   count_min(counts, multipliers, keys, bits, out)   out[i] = min over rows of the counters.
- *   bloom_add(words, multipliers, keys, bits)         sets bit h_probe(key) of the bit array.
+ *   bloom_add(words, multipliers, keys, bits)         sets bit h_probe(key) of the bit array,
+ *       2^bits bits in uint64 words (bits >= 6: one word at least).
  *   bloom_test(words, multipliers, keys, bits, out)   out[i] = 1 when every probe's bit is set.
  *   matches_min(x, y, s) -> (matches, s_prime)        x, y sorted without repeats: how many
  *       values both hold among the first s of their merged union, and how many values that
@@ -56,8 +57,20 @@ static void release(probe_args *a)
         PyBuffer_Release(&a->out);
 }
 
+/* Cells the table needs: `rows` rows of 2^bits counters, or one array of 2^bits bits in 64-bit
+ * words; -1 when that many cells cannot be addressed. */
+static Py_ssize_t cells_needed(Py_ssize_t rows, int bits, int table_rows)
+{
+    int log2 = table_rows ? bits : bits - 6; /* of the cells in one row */
+    if (!table_rows)
+        rows = 1;
+    if (log2 >= (int)(8 * sizeof(Py_ssize_t)) - 1 || rows > (PY_SSIZE_T_MAX >> log2))
+        return -1;
+    return rows << log2;
+}
+
 /* Parse (table, multipliers, keys, bits[, out]); the table holds `item`-byte cells, and must
- * hold at least `per_row` cells for every row (2^bits counters, or 2^bits bits). */
+ * hold every row (2^bits counters each), or 2^bits bits: at least one whole word. */
 static int parse(PyObject *args, probe_args *a, Py_ssize_t item, Py_ssize_t out_item,
                  int table_rows)
 {
@@ -66,8 +79,9 @@ static int parse(PyObject *args, probe_args *a, Py_ssize_t item, Py_ssize_t out_
     if (!PyArg_ParseTuple(args, out_item ? "OOOiO" : "OOOi", &table, &multipliers, &keys, &bits,
                           &out))
         return -1;
-    if (bits < 1 || bits > 63) {
-        PyErr_Format(PyExc_ValueError, "bits must be in [1, 63]; got %d", bits);
+    int least = table_rows ? 1 : 6; /* a Bloom filter of fewer than 64 bits has no word */
+    if (bits < least || bits > 63) {
+        PyErr_Format(PyExc_ValueError, "bits must be in [%d, 63]; got %d", least, bits);
         return -1;
     }
     memset(a, 0, sizeof *a);
@@ -98,14 +112,21 @@ static int parse(PyObject *args, probe_args *a, Py_ssize_t item, Py_ssize_t out_
             return -1;
         }
     }
-    /* every position must fall inside the table: rows of 2^bits counters, or 2^bits bits */
-    uint64_t needed = table_rows ? (uint64_t)a->rows << bits : ((uint64_t)1 << bits) / 64;
-    if (a->rows < 1 || (uint64_t)a->cells < needed) {
-        PyErr_SetString(PyExc_ValueError, "the table is smaller than bits and rows say");
-        release(a);
-        return -1;
-    }
-    return 0;
+    /* every position must fall inside the table */
+    Py_ssize_t needed = cells_needed(a->rows, bits, table_rows);
+    if (a->rows < 1)
+        PyErr_SetString(PyExc_ValueError, "multipliers: at least one row or probe is needed");
+    else if (needed < 0)
+        PyErr_Format(PyExc_OverflowError,
+                     "bits=%d and %zd rows need more cells than memory can address", bits, a->rows);
+    else if (a->cells < needed)
+        PyErr_Format(PyExc_ValueError,
+                     "the table is smaller than bits and rows say: %zd cells, %zd needed",
+                     a->cells, needed);
+    else
+        return 0;
+    release(a);
+    return -1;
 }
 
 /* Row (or probe) r's position of a key: the top bits of key * multiplier, mod 2^64. */
@@ -127,6 +148,10 @@ static PyObject *count_add(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     uint32_t *counts = a.table.buf;
     const uint64_t *keys = a.keys.buf;
+    if (a.n > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(uint64_t) / a.rows) {
+        release(&a);
+        return PyErr_NoMemory();
+    }
     Py_ssize_t total = a.n * a.rows;
     /* read every counter before writing any: a counter met twice gets old + 1 twice */
     uint64_t *cell = PyMem_Malloc((size_t)(total ? total : 1) * sizeof *cell);

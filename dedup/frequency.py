@@ -24,6 +24,8 @@ for choosing; no answer of the clustering depends on it.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import numpy.typing as npt
 
@@ -57,6 +59,8 @@ class FingerprintFrequency:
     def __init__(self, counters: int = 1 << 20) -> None:
         if counters < 2 or counters & (counters - 1):
             raise ValueError(f"counters must be a power of two of at least 2; got {counters}")
+        if self.ROWS * counters * 4 > sys.maxsize:  # uint32 counters
+            raise OverflowError(f"counters={counters}: more counters than memory can address")
         self._bits = counters.bit_length() - 1
         # the rows side by side in one flat array: one gather or scatter serves both
         self._counts = np.zeros(self.ROWS * counters, dtype=np.uint32)

@@ -56,12 +56,14 @@ import soup5ever  # noqa: F401  (registers BeautifulSoup's "html5ever" tree buil
 from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, XMLParsedAsHTMLWarning
 from bs4.element import NavigableString, PreformattedString, Tag
 
+from dedup import lexbor_text
 from dedup.lexbor_text import LexborText
 
 __all__ = [
     "BLOCK_TAGS",
     "BREAK",
     "ENGINES",
+    "FAST_FALLBACK",
     "FAST_IMPLEMENTATION",
     "MAX_DEPTH",
     "PRE_TAGS",
@@ -364,8 +366,11 @@ def _reference(data: bytes) -> str:
 
 _fast_walk = LexborText(BLOCK_TAGS, REMOVED_TAGS, PRE_TAGS)
 
-#: which walk the fast engine runs: "C" (built at install) or "Python" (no compiler was there)
+#: which walk the fast engine runs: "C" (built at install) or "Python" (see FAST_FALLBACK)
 FAST_IMPLEMENTATION = _fast_walk.implementation
+#: why the Python walk runs: the C one was not built, could not bind to lexbor, or disagreed with
+#: the Python walk on a fixture at import (None: the C walk runs)
+FAST_FALLBACK = lexbor_text.FALLBACK
 
 
 def _fast(data: bytes, lines: bool) -> bytes:

@@ -5,8 +5,9 @@ the WHATWG parsing algorithm, which html5ever (the reference engine's parser) im
 But selectolax's own API costs a Python object per node, and the marked text needs a look at
 every element. So the walk is done in C (``dedup/_lexbor_text.c``, built at install): it calls
 lexbor through the functions selectolax's extension exports, whose addresses :class:`LexborText`
-finds with ctypes. Where that module was not built (no C compiler at install) or cannot bind,
-the same walk runs in Python over selectolax's nodes: the same text, slower.
+finds with ctypes. Where that module was not built (no C compiler at install), cannot bind, or
+gives other text than the Python walk on :data:`FIXTURE` (checked once, at import), the same walk
+runs in Python over selectolax's nodes: the same text, slower. :data:`FALLBACK` says why.
 
 Building an HTML5 tree takes time quadratic in its depth, so both walks take a ``max_depth``
 and give None for a document whose elements nest deeper; the C one also stops parsing as soon as
@@ -30,7 +31,7 @@ from typing import Any
 import selectolax.lexbor
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-__all__ = ["MARK", "LexborText"]
+__all__ = ["FALLBACK", "FIXTURE", "MARK", "LexborText", "bind_c", "check_c_walk"]
 
 #: the mark at a block boundary in ``lines`` mode: :data:`dedup.html_text.BREAK` in UTF-8
 MARK = "\ufdd0".encode("utf-8")
@@ -56,27 +57,6 @@ _FUNCTIONS = (
 )
 
 
-def _bind_c() -> Any:
-    """The C walk bound to selectolax's lexbor, or None when it is not there to bind."""
-    try:
-        from dedup import _lexbor_text  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    try:
-        library = ctypes.CDLL(selectolax.lexbor.__file__)
-        addresses = tuple(
-            ctypes.cast(getattr(library, name), ctypes.c_void_p).value for name in _FUNCTIONS
-        )
-    except (OSError, AttributeError):  # not a shared object we can open, or a function gone
-        return None
-    _lexbor_text.bind(addresses)
-    return _lexbor_text
-
-
-#: the C module, bound once for every walker (None: the Python walk runs)
-_C = _bind_c()
-
-
 class LexborText:
     """``walk(data, lines, max_depth)``: the marked text of one UTF-8 HTML document, as UTF-8 bytes.
 
@@ -92,9 +72,12 @@ class LexborText:
         removed: Iterable[str],
         pre: Iterable[str],
         use_c: bool = True,
+        c_module: Any = None,
     ) -> None:
+        """``c_module``: the C module to walk with instead of the bound and checked one (what
+        :func:`check_c_walk` checks)."""
         self.block, self.removed, self.pre = frozenset(block), frozenset(removed), frozenset(pre)
-        self._c = _C if use_c else None
+        self._c = (c_module or _C) if use_c else None
         # each walker its own sets (and its own cache of lexbor's tag ids), in C
         self._kinds = None if self._c is None else self._c.kinds(
             sorted(self.block), sorted(self.removed), sorted(self.pre)
@@ -151,3 +134,78 @@ class LexborText:
                 child = child.next
             todo.extend((child, depth + 1, False) for child in reversed(children))
         return b"".join(parts)
+
+
+#: a small document with the walk's tricky parts: entities, whitespace runs and carriage returns,
+#: block and inline elements, script, style and template, comments, a doctype and a processing
+#: instruction, nested tables with misplaced text, ``pre``, a stray end tag, non-ASCII text
+FIXTURE = """<!DOCTYPE html><?php echo 1 ?><html><head><title>Caf\u00e9 &amp; \u00e9t\u00e9</title>
+<style>p { color: red }</style><script>if (a < b) document.write("<p>x</p>")</script></head>
+<body>  <p>fo<b>o</b>bar&nbsp;baz &eacute;&#233;&#x263A; &notanentity; &lt;tag&gt;</p><!-- hidden
+<p>comment</p> --><ul><li>Home<li>Ab<span>ou</span>t</ul>
+<table>fostered<tr><td>one<table><tr><td>inner\tcell</td></tr></table>after<td>two</table>
+<pre>line one\r\nline  two\n\n</pre><template><p>kept apart</p></template>tail</p>
+<div>\u65e5\u672c\u8a9e \U0001f642 \u0639\u0631\u0628\u064a<br>x\u00a0y</div>
+""".encode("utf-8")
+
+#: the tag sets the fixture is walked with
+FIXTURE_TAGS = (
+    frozenset({"html", "head", "title", "body", "p", "ul", "li", "table", "tr", "td", "div", "br",
+               "pre"}),
+    frozenset({"script", "style", "template"}),
+    frozenset({"pre"}),
+)  # fmt: skip
+
+
+def check_c_walk(
+    c_module: Any, python_tags: tuple[Iterable[str], ...] = FIXTURE_TAGS
+) -> str | None:
+    """None when the C walk gives the Python walk's text of :data:`FIXTURE` (both marking modes,
+    and a depth limit it exceeds); else what went wrong. ``python_tags``: the Python walk's tag
+    sets, :data:`FIXTURE_TAGS` (another value makes the walks disagree, to test the fallback)."""
+    c_walk = LexborText(*FIXTURE_TAGS, c_module=c_module)
+    python_walk = LexborText(*python_tags, use_c=False)
+    for lines in (True, False):
+        for max_depth in (100, 8):  # the inner cells are 10 deep
+            try:
+                got = c_walk(FIXTURE, lines, max_depth)
+            except Exception as error:  # noqa: BLE001  (any failure means: do not use it)
+                return f"the C walk failed on the fixture: {error!r}"
+            want = python_walk(FIXTURE, lines, max_depth)
+            if got != want:
+                return (
+                    f"the C walk and the Python walk disagree on the fixture "
+                    f"(lines={lines}, max_depth={max_depth}): {got!r:.80} != {want!r:.80}"
+                )
+    return None
+
+
+def bind_c(
+    library: str = selectolax.lexbor.__file__,
+    python_tags: tuple[Iterable[str], ...] = FIXTURE_TAGS,
+) -> tuple[Any, str | None]:
+    """The C walk bound to lexbor in ``library`` (selectolax's extension) and checked with
+    :func:`check_c_walk`, and None; or None and why the Python walk must run instead."""
+    try:
+        from dedup import _lexbor_text  # type: ignore[attr-defined]
+    except ImportError:
+        return None, "dedup._lexbor_text was not built (no C compiler at install)"
+    try:
+        handle = ctypes.CDLL(library)
+        addresses = tuple(
+            ctypes.cast(getattr(handle, name), ctypes.c_void_p).value for name in _FUNCTIONS
+        )
+        _lexbor_text.bind(addresses)  # checks every address before it keeps any
+    except Exception as error:  # noqa: BLE001  (not a library, a function gone, a bad address)
+        return None, f"could not bind lexbor in {library}: {error}"
+    problem = check_c_walk(_lexbor_text, python_tags)
+    if problem is not None:
+        return None, problem
+    return _lexbor_text, None
+
+
+_BOUND = bind_c()
+#: the C module, bound and checked once for every walker (None: the Python walk runs)
+_C: Any = _BOUND[0]
+#: why the Python walk runs instead of the C one (None: the C one runs)
+FALLBACK: str | None = _BOUND[1]

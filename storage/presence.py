@@ -46,8 +46,9 @@ class PresenceFilter:
     """Bloom filter over uint64 keys: :meth:`add` them, then :meth:`might_hold` asks."""
 
     def __init__(self, bits: int = DEFAULT_BITS) -> None:
-        if bits < 64 or bits & (bits - 1):
-            raise ValueError(f"bits must be a power of two of at least 64; got {bits}")
+        # at least one whole word; at most 2**63, as a multiply-shift position has 63 bits at most
+        if not 64 <= bits <= 1 << 63 or bits & (bits - 1):
+            raise ValueError(f"bits must be a power of two from 64 to 2**63; got {bits}")
         self._words = np.zeros(bits // 64, dtype=np.uint64)
         self._bits = bits.bit_length() - 1
         #: keys added (with repeats): how full the filter is

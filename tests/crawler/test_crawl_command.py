@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import fcntl
 import json
 import signal
@@ -211,11 +210,3 @@ def test_help_names_the_resume_and_the_log():
     text = " ".join(proc.stdout.split())
     assert "Ctrl-C stops cleanly; the same command then resumes" in text
     assert "<store>/logs/<run>.jsonl" in text
-
-
-def test_the_progress_line_doctests():
-    # crawler/ is outside pytest's doctest paths; its examples must still hold
-    import crawler.extensions.progress
-
-    result = doctest.testmod(crawler.extensions.progress)
-    assert result.attempted > 0 and result.failed == 0

@@ -121,3 +121,56 @@ def test_the_c_module_is_built() -> None:
     # CI installs with a compiler: a failed build must not pass unnoticed as the numpy twins
     if os.environ.get("CI"):
         assert frequency._c_probes is not None
+
+
+@built
+def test_tables_too_large_to_address_are_refused_not_wrapped() -> None:
+    # two rows of 2^63 (or 2^62) counters are more cells than a 64-bit address holds: the size
+    # must not wrap to a small number that a 4-counter table passes, and then be written past
+    c = frequency._c_probes
+    two = np.array([1, 3], dtype=np.uint64)
+    for bits in (62, 63):
+        with pytest.raises(OverflowError, match=f"bits={bits} and 2 rows"):
+            c.count_add(np.zeros(4, dtype=np.uint32), two, keys([1]), bits)
+        with pytest.raises(OverflowError, match="more cells than memory"):
+            c.count_min(np.zeros(4, np.uint32), two, keys([1]), bits, np.empty(1, np.uint32))
+    with pytest.raises(ValueError, match="4 cells, 4611686018427387904 needed"):
+        c.count_add(np.zeros(4, dtype=np.uint32), two, keys([1]), 61)
+
+
+@built
+@pytest.mark.parametrize("bits", [1, 5])
+def test_a_bloom_filter_of_less_than_a_word_is_refused(bits: int) -> None:
+    # 2^bits < 64 bits once sized to zero words; PresenceFilter refuses it, and so does the C
+    c, two = frequency._c_probes, np.array([1, 3], dtype=np.uint64)
+    for words in (np.zeros(0, dtype=np.uint64), np.zeros(1, dtype=np.uint64)):
+        with pytest.raises(ValueError, match=rf"bits must be in \[6, 63\]; got {bits}"):
+            c.bloom_add(words, two, keys([1, 2]), bits)
+        with pytest.raises(ValueError, match=rf"bits must be in \[6, 63\]; got {bits}"):
+            c.bloom_test(words, two, keys([1]), bits, np.empty(1, np.bool_))
+    with pytest.raises(ValueError, match="0 cells, 1 needed"):  # the smallest: one word
+        c.bloom_add(np.zeros(0, dtype=np.uint64), two, keys([1]), 6)
+
+
+def _bad_sizes_and_smallest() -> tuple[list[int], list[int], list[int]]:
+    """Refuse the sizes no table can have, then fill the smallest allowed ones (this way)."""
+    for bits in (32, 1 << 64, 1 << 70):
+        with pytest.raises(ValueError, match=r"power of two from 64 to 2\*\*63"):
+            PresenceFilter(bits=bits)
+    with pytest.raises(OverflowError, match="more counters than memory can address"):
+        FingerprintFrequency(counters=1 << 62)
+    # one 64-bit word; two counters a row
+    bloom, counts = PresenceFilter(bits=64), FingerprintFrequency(counters=2)
+    batch = keys([0, 1, 2**63, 2**64 - 1, 12345])
+    bloom.add(batch)
+    counts.add(batch)
+    assert bloom.might_hold(batch).all()
+    return bloom._words.tolist(), counts._counts.tolist(), counts.estimate(batch).tolist()
+
+
+def test_bad_sizes_are_refused_alike_and_the_smallest_agree() -> None:
+    with numpy_twins():
+        numpy_way = _bad_sizes_and_smallest()
+    if frequency._c_probes is None:
+        pytest.skip("dedup._probes was not built: the numpy way alone was checked")
+    assert _bad_sizes_and_smallest() == numpy_way

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
-
 from storage.records import DocumentRecord
 from storage.store import Store
 from storage.verify import verify_store
@@ -51,11 +49,3 @@ def test_a_later_document_takes_the_url_over(tmp_path):
             second = store.next_doc_id()
             store.put_document(second, DocumentRecord("http://a.test/", "skipped", 2.0))
         assert store.find_url("http://a.test/") == second
-
-
-def test_the_store_module_doctests():
-    # storage/ is outside pytest's doctest paths; url_key's example must still hold
-    import storage.store
-
-    result = doctest.testmod(storage.store)
-    assert result.attempted > 0 and result.failed == 0

@@ -87,8 +87,10 @@ def origin(url: str) -> str | None:
 def common_origin(urls: Iterable[str]) -> str | None:
     """The origin every one of ``urls`` shares, or None (none, or more than one).
 
-    >>> common_origin(["http://a.test/x", "http://a.test/"]), common_origin(["http://a.test/", "http://b.test/"])
-    ('http://a.test', None)
+    >>> common_origin(["http://a.test/x", "http://a.test/"])
+    'http://a.test'
+    >>> common_origin(["http://a.test/", "http://b.test/"]) is None
+    True
     """
     origins = {origin(url) for url in urls}
     return origins.pop() if len(origins) == 1 else None
@@ -124,20 +126,30 @@ def resolve(store: Store, text: str) -> Resolved:
     scan = _Scan(text)
     for _, url in store.urls():
         scan.add(url)
-    for how, found, count in (
-        ("path", scan.paths, scan.path_count),
-        ("cut", scan.cuts, scan.cut_count),
-        ("start", scan.starts, scan.start_count),
-        ("part", scan.parts, scan.part_count),
-    ):
-        if count == 1:
-            url = next(iter(found))
+    for how in ("path", "cut", "start", "part"):
+        found: _Matches = getattr(scan, how)
+        if found.count == 1:
+            url = next(iter(found.urls))
             doc_id = store.find_url(url)
             if doc_id is not None:  # None only if the URL vanished since (it never does)
                 return Resolved(url, doc_id, how)
-        if count > 1:
-            raise _ambiguous(text, how, tuple(found), count, store)
+        if found.count > 1:
+            raise _ambiguous(text, how, tuple(found.urls), found.count, store)
     raise UnknownURL(_unknown(text, scan, store))
+
+
+class _Matches:
+    """The URLs that match in one way: how many, and the first thousand of them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.urls: dict[str, None] = {}  # a dict keeps them in store order
+
+    def add(self, url: str) -> None:
+        if url not in self.urls:  # a URL decided twice counts once (among the first thousand)
+            self.count += 1
+            if len(self.urls) < _KEPT:
+                self.urls[url] = None
 
 
 class _Scan:
@@ -148,37 +160,30 @@ class _Scan:
         self.is_path = text.startswith("/")
         self.folded = text.casefold()
         self.pieces = text.split(ELLIPSIS) if ELLIPSIS in text else None
-        self.paths: dict[str, None] = {}
-        self.cuts: dict[str, None] = {}
-        self.starts: dict[str, None] = {}
-        self.parts: dict[str, None] = {}
-        self.path_count = self.cut_count = self.start_count = self.part_count = 0
+        self.path, self.cut, self.start, self.part = _Matches(), _Matches(), _Matches(), _Matches()
         #: every URL while the store is small enough to suggest from; None past that
         self.seen: dict[str, None] | None = {}
 
     def add(self, url: str) -> None:
         text = self.text
-        # a path is a suffix of its URL; "/" is also the bare host (http://a.test)
-        if self.is_path and (url.endswith(text) or (text == "/" and url.count("/") == 2)):
-            if printed(url, origin(url)) == text and url not in self.paths:
-                self.path_count += 1
-                if len(self.paths) < _KEPT:
-                    self.paths[url] = None
+        # each test begins with a cheap string test, so most URLs are never split
+        if text == "/":  # every path begins so; the host's own page is http://a.test(/)
+            if "://" in url:
+                self.start.add(url)
+                slashes = url.count("/")
+                if slashes == 2 or (slashes == 3 and url.endswith("/")):
+                    self.path.add(url)
+        elif self.is_path and text in url:
+            cell = printed(url, origin(url))
+            if cell == text:
+                self.path.add(url)
+            if cell.startswith(text):
+                self.start.add(url)
         if self.pieces is not None and url.endswith(self.pieces[-1]):
-            cell = printed(url, origin(url)) if self.is_path else url
-            if _fits(cell, self.pieces) and url not in self.cuts:
-                self.cut_count += 1
-                if len(self.cuts) < _KEPT:
-                    self.cuts[url] = None
-        if self.is_path and text in url and printed(url, origin(url)).startswith(text):
-            if url not in self.starts:
-                self.start_count += 1
-                if len(self.starts) < _KEPT:
-                    self.starts[url] = None
-        if self.folded in url.casefold() and url not in self.parts:
-            self.part_count += 1
-            if len(self.parts) < _KEPT:
-                self.parts[url] = None
+            if _fits(printed(url, origin(url)) if self.is_path else url, self.pieces):
+                self.cut.add(url)
+        if self.folded in url.casefold():
+            self.part.add(url)
         if self.seen is not None:
             self.seen[url] = None
             if len(self.seen) > _SUGGEST_AMONG:

@@ -51,7 +51,7 @@ from storage.lmdb_index import LmdbIndex
 from storage.log import DedupLog, read_log
 from storage.manifest import FORMAT_VERSION, Manifest
 from storage.pages import Page, PageStore, WarcPosition
-from storage.records import DocumentRecord, PageLocation
+from storage.records import DocumentRecord, PageLocation, url_of_record
 
 #: URL → the document decided for it (``url_key`` of the URL → doc id), so that a resumed or
 #: repeated crawl recognises a page it has already decided.
@@ -65,6 +65,7 @@ NEXT_DOC_KEY = b"next_doc_id"
 WARC_KEY = b"warc_committed"
 _POSITION = struct.Struct(">IQ")
 _CHUNK = 1024
+_URL_CHUNK = 8192  # URLs are small: a longer chunk, still a short transaction
 _MAX_ID = 2**63 - 1
 
 
@@ -340,6 +341,28 @@ class Store:
                             break
             yield from chunk
             if len(chunk) < _CHUNK:
+                return
+            start = chunk[-1][0] + 1
+
+    def urls(self) -> Iterator[tuple[int, str]]:
+        """``(doc_id, url)`` of every document in id order, reading only the URLs.
+
+        For a scan of every URL (``neardup explain`` finding a page from part of its URL):
+        short read transactions of a few thousand records, none of them parsed beyond the URL.
+        A URL decided twice appears twice; :meth:`find_url` says which document holds it now.
+        """
+        start = 0
+        while True:
+            chunk: list[tuple[int, str]] = []
+            with self._txns.read() as txn:
+                cursor = txn.cursor(db=self._txns.dbs["docs"])
+                if cursor.set_range(pack_id(start)):
+                    for key, value in cursor:
+                        chunk.append((unpack_id(key), url_of_record(value)))
+                        if len(chunk) >= _URL_CHUNK:
+                            break
+            yield from chunk
+            if len(chunk) < _URL_CHUNK:
                 return
             start = chunk[-1][0] + 1
 

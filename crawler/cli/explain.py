@@ -10,18 +10,22 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from crawler.cli.common import UserError, add_config_arguments, resolve_config
 from crawler.review.explain import Explanation, UnknownURL, explain
 from crawler.review.textdiff import side_by_side, truncate_middle, use_colour, width_of
+from crawler.review.urls import origin, printed, resolve
 from storage.errors import StoreError
 from storage.store import Store
 
 HELP = "why a page was dropped or kept: the page it duplicated, the numbers, the texts"
 DESCRIPTION = """\
-Explain the decision a store holds for one page (its URL exactly as crawled; find it with
-neardup log --url-contains TEXT).
+Explain the decision a store holds for one page. Name the page by its full URL; by its path
+as neardup log prints it under "URLs on http://host" (on a store of several hosts: when only
+one host has that path); by a cell log cut in the middle (/walks/mossop-…aterfalls.html); by
+the start of its path (/walks/wenlow); or by any unique part of its URL (case-blind, as
+neardup log --url-contains matches). When several pages match, the error lists them (the
+first 10): give more of the URL.
 
 For a dropped page (exact_duplicate, near_duplicate, contained): the page it duplicated; the
 resemblance r(A,B) and the containments c(A,B) and c(B,A) (A: this page, B: the one it
@@ -40,13 +44,18 @@ text is made again from its stored page. Works while a crawl is writing to the s
 
 examples:
   neardup explain http://127.0.0.1:8000/archive/mossop-beck-waterfalls.html --store demo
+  neardup explain /archive/mossop-beck-waterfalls.html --store demo     the path log prints
+  neardup explain mossop --store demo                              a unique part of the URL
   neardup explain https://example.org/print/page.html --full --color never | less
   neardup explain https://example.org/ --json | jq .comparison.exact
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", metavar="URL", help="the page's URL, exactly as crawled")
+    parser.add_argument(
+        "url", metavar="URL",
+        help="the page: its full URL, its path as neardup log prints it, or a unique part of it",
+    )  # fmt: skip
     parser.add_argument(
         "--store", metavar="DIR", help="store directory (default: 'store' in the config file)"
     )
@@ -81,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with Store.open(path, readonly=True) as store:
             try:
-                found = explain(store, args.url)
+                found = explain(store, resolve(store, args.url).url)
             except UnknownURL as exc:
                 raise UserError(str(exc)) from None
     except StoreError as exc:
@@ -240,15 +249,10 @@ def _text_summary(e: Explanation) -> str:
 
 def _titles(a: str, b: str) -> tuple[str, str]:
     """Column titles; paths only when both pages are on one host (else both look alike)."""
-    origin_a, origin_b = _origin(a), _origin(b)
-    if origin_a and origin_a == origin_b:
-        a, b = a[len(origin_a) :] or "/", b[len(origin_b) :] or "/"
+    host = origin(a)
+    if host and host == origin(b):
+        a, b = printed(a, host), printed(b, host)
     return f"A: {a}", f"B: {b}"
-
-
-def _origin(url: str) -> str | None:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
 
 
 def _legend(colour: bool, context: int | None) -> str:

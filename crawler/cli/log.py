@@ -9,11 +9,11 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from crawler.cli.common import UserError, add_config_arguments, resolve_config
 from crawler.review.explain import DECISION_GROUPS, LogFilter, LoggedDecision, decisions, parse_since
 from crawler.review.textdiff import truncate_middle, width_of
+from crawler.review.urls import common_origin, printed
 from storage.records import DECISIONS
 
 HELP = "list the decisions of a store's crawls (kept, dropped and why), filtered"
@@ -37,7 +37,7 @@ examples:
   neardup log --decision dropped --url-contains /archive/ --limit 20
   neardup log --json | jq -r 'select(.resemblance >= 0.95) | .url'
   neardup log --json > decisions.jsonl        for pandas: pd.read_json(path, lines=True)
-then, for one page: neardup explain URL
+then, for one page: neardup explain PATH, with PATH as the table prints it (or a part of it)
 """
 
 #: how the table names decisions (short enough for 80 columns)
@@ -168,26 +168,16 @@ def _nothing(store: Path, args: argparse.Namespace) -> str:
 # --- the table ----------------------------------------------------------------------------------
 
 
-def _origin(url: str) -> str | None:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
-
-
 def _common_origin(rows: list[LoggedDecision]) -> str | None:
-    """The scheme and host every URL in the table shares, if there is one."""
-    origins = {_origin(r.url) for r in rows}
-    origins |= {_origin(d) for r in rows if isinstance(d := r.entry.get("duplicate_of"), str)}
-    if len(origins) != 1:
-        return None
-    return origins.pop()
+    """The scheme and host every URL in the table shares (pages and the pages they duplicated),
+    if there is one: said once above the table, and the rows print the rest (the form
+    :func:`crawler.review.urls.resolve` takes back)."""
+    duplicated = [d for r in rows if isinstance(d := r.entry.get("duplicate_of"), str)]
+    return common_origin([*(r.url for r in rows), *duplicated])
 
 
-def _relative(url: str | None, origin: str | None) -> str:
-    if not url:
-        return ""
-    if origin and url.startswith(origin):
-        return url[len(origin) :] or "/"
-    return url
+def _relative(url: str | None, host: str | None) -> str:
+    return printed(url, host) if url else ""
 
 
 def _time_format(rows: list[LoggedDecision]) -> tuple[str, str | None]:

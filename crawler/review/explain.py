@@ -416,8 +416,9 @@ def explain(store: Store, url: str) -> Explanation:
     record = store.document(doc_id) if doc_id is not None else None
     if doc_id is None or record is None:
         raise UnknownURL(
-            f"no decision for {url} in store {store.path} (URLs must match exactly; "
-            f"find it with: neardup log --store {store.path} --url-contains TEXT)"
+            f"no decision for {url} in store {store.path} (the exact URL; find it with: "
+            f"neardup log --store {store.path} --url-contains TEXT, or from a path or a part "
+            "of it with crawler.review.urls.resolve)"
         )
     notes: list[str] = []
     log = _log_line(store, url, doc_id)

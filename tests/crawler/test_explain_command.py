@@ -231,7 +231,7 @@ def test_it_reads_while_a_crawl_writes(demo, capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["http://127.0.0.1:1/nowhere.html"], "no decision for http://127.0.0.1:1/nowhere.html"),
+        (["http://127.0.0.1:1/nowhere.html"], "no page in store"),
         (["http://x.test/", "--store", "/nonexistent/store"], "no store at /nonexistent/store"),
         ([MOSSOP, "--context", "-1"], "--context must be 0 or more"),
     ],

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.cli.common import UserError, add_config_arguments, resolve_config
-from crawler.review.explain import DECISION_GROUPS, LogFilter, LoggedDecision, decisions, parse_since
+from crawler.review.log import DECISION_GROUPS, LogFilter, LoggedDecision, decisions, parse_since
 from crawler.review.textdiff import truncate_middle, width_of
 from crawler.review.urls import common_origin, printed
 from storage.records import DECISIONS

@@ -50,7 +50,6 @@ from typing import Any
 from crawler.recluster.inputs import SourceDocument
 from dedup.html_text import charset_of
 from dedup.params import DedupParams, SketchParams
-from storage.records import DROPPED
 
 __all__ = ["Change", "DiffResult", "diff_store"]
 
@@ -187,8 +186,8 @@ class _Seen:
 
 def _was_cut(text: str, unit: str, recorded: int | None) -> bool:
     """True when a kept text is not the whole stream the crawl hashed (review.max_text_bytes)."""
-    from crawler.review.explain import tokens_of_text
     from dedup.document import content_hash
+    from storage.texts import tokens_of_text
 
     return recorded is not None and content_hash(tokens_of_text(text, unit)) != recorded
 

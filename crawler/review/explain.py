@@ -1,12 +1,8 @@
-"""The facts behind a crawl's decisions, for the commands that review them.
+"""Why a page was kept or dropped: the facts ``neardup explain`` and ``neardup report`` format.
 
-Two questions, two functions; ``neardup log``, ``neardup explain`` and ``neardup report`` only
-format what these return:
+(*What* was decided is :mod:`crawler.review.log`'s question.)
 
-* :func:`decisions` — *what was decided?* The store's dedup logs (every run, oldest first),
-  filtered by a :class:`LogFilter`, each line both parsed and exactly as written
-  (:class:`LoggedDecision`), so a tool can pass the JSON Lines through byte for byte.
-* :func:`explain` — *why was this page kept or dropped?* An :class:`Explanation`: for a dropped
+:func:`explain` gives an :class:`Explanation`: for a dropped
   page, the page it duplicated, resemblance and both containments estimated from the two stored
   sketches (with how many sketch entries matched) and computed exactly from the two canonical
   token streams, and the passages where the streams differ; for a kept page, its cluster and
@@ -28,14 +24,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import re
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
+from crawler.review.log import logged_lines
 from crawler.review.textdiff import Passage, differences
 from dedup.canonical import document_tokens
 from dedup.document import Sketcher, content_hash
@@ -43,183 +35,23 @@ from dedup.estimators import estimate, exact_containment, exact_resemblance
 from dedup.html_text import charset_of
 from dedup.params import SketchParams
 from storage.errors import StoreError
-from storage.log import read_log_lines
-from storage.records import DECISIONS, DROPPED, DocumentRecord
+from storage.records import DROPPED, DocumentRecord
 from storage.store import Store
-from storage.texts import stored_text, tokens_of_text
+from storage.texts import tokens_of_text
 
 __all__ = [
-    "DROPPED",
     "ClusterFacts",
     "Comparison",
     "Explanation",
-    "LogFilter",
-    "LoggedDecision",
     "Member",
     "PageFacts",
     "UnknownURL",
-    "decisions",
     "explain",
-    "parse_since",
-    "stored_text",
-    "tokens_of_text",
 ]
-
-#: the decisions that drop a page (it never reaches the WARC files)
-#: names a filter accepts besides the decisions themselves
-DECISION_GROUPS: dict[str, tuple[str, ...]] = {"dropped": DROPPED}
 
 
 class UnknownURL(LookupError):
     """The store has no decision for this URL; the message says how to find the right one."""
-
-
-# --- the dedup log ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LoggedDecision:
-    """One line of a dedup log: parsed, and exactly as written."""
-
-    #: the run (the log file's name without ``.jsonl``)
-    run: str
-    #: the line as it is in the file, without its newline
-    line: str
-    #: the decoded object, with a ``run`` key added (as :func:`storage.log.read_log` adds it)
-    entry: dict[str, Any]
-
-    @property
-    def url(self) -> str:
-        return str(self.entry.get("url") or "")
-
-    @property
-    def decision(self) -> str:
-        return str(self.entry.get("decision") or "")
-
-    @property
-    def time(self) -> float | None:
-        value = self.entry.get("time")
-        return float(value) if isinstance(value, (int, float)) else None
-
-
-@dataclass(frozen=True)
-class LogFilter:
-    """Which log lines :func:`decisions` yields; every condition given must hold.
-
-    ``decisions`` names decisions (or ``dropped`` for all three kinds of duplicate); an unknown
-    name is a ``ValueError`` that lists the known ones. ``url_contains`` matches case-blind.
-    ``since`` is seconds since the epoch (see :func:`parse_since`); ``limit`` stops after that
-    many lines; ``runs`` restricts to named runs.
-
-    >>> LogFilter(decisions=("dropped",)).decisions == frozenset(DROPPED)
-    True
-    """
-
-    decisions: frozenset[str] | Iterable[str] = frozenset()
-    url_contains: str | None = None
-    since: float | None = None
-    limit: int | None = None
-    runs: tuple[str, ...] | None = None
-
-    def __post_init__(self) -> None:
-        names: set[str] = set()
-        for name in self.decisions:
-            if name in DECISION_GROUPS:
-                names.update(DECISION_GROUPS[name])
-            elif name in DECISIONS:
-                names.add(name)
-            else:
-                known = ", ".join([*DECISIONS, *DECISION_GROUPS])
-                raise ValueError(f"unknown decision {name!r} (known: {known})")
-        object.__setattr__(self, "decisions", frozenset(names))
-        if self.limit is not None and (isinstance(self.limit, bool) or self.limit < 0):
-            raise ValueError(f"limit must be a non-negative integer; got {self.limit!r}")
-        if self.runs is not None:
-            object.__setattr__(self, "runs", tuple(self.runs))
-
-    def matches(self, entry: dict[str, Any]) -> bool:
-        if self.decisions and entry.get("decision") not in self.decisions:
-            return False
-        if self.url_contains and self.url_contains.casefold() not in str(
-            entry.get("url") or ""
-        ).casefold():
-            return False
-        if self.since is not None:
-            when = entry.get("time")
-            if not isinstance(when, (int, float)) or when < self.since:
-                return False
-        return True
-
-
-def _logs_dir(store: Store | str | os.PathLike[str]) -> Path:
-    return (store.path if isinstance(store, Store) else Path(store)) / "logs"
-
-
-def _read_lines(directory: Path, runs: Iterable[str] | None) -> Iterator[LoggedDecision]:
-    """Every line of the runs' logs in order, read by :func:`storage.log.read_log_lines`."""
-    for run, line, entry in read_log_lines(directory, runs):
-        yield LoggedDecision(run, line, entry)
-
-
-def decisions(
-    store: Store | str | os.PathLike[str], filters: LogFilter | None = None
-) -> Iterator[LoggedDecision]:
-    """The logged decisions of a store (an open :class:`Store` or its directory) that pass
-    ``filters``, every run oldest first, each run's lines in the order they were written.
-
-    Reads only the log files, never the index, so it runs beside a crawl that is writing (a
-    line being written is not yet complete and is not read). A store without logs yields
-    nothing. For pandas: ``pd.DataFrame(d.entry for d in decisions(path))``.
-    """
-    filters = filters or LogFilter()
-    if filters.limit == 0:
-        return
-    count = 0
-    for logged in _read_lines(_logs_dir(store), filters.runs):
-        if filters.matches(logged.entry):
-            yield logged
-            count += 1
-            if filters.limit is not None and count >= filters.limit:
-                return
-
-
-_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_since(text: str, now: datetime | None = None) -> float:
-    """Seconds since the epoch for ``--since``: an ISO date or time, or an age like ``2h``.
-
-    Ages: a number and one of ``s``, ``m``, ``h``, ``d``, ``w`` (seconds to weeks) before
-    ``now``. Dates and times: ISO 8601 (``2025-01-02``, ``2025-01-02T03:04``, ``2025-01-02
-    03:04:05+01:00``, a final ``Z`` for UTC); without an offset they are local time.
-
-    >>> now = datetime(2025, 1, 2, 12, 0, tzinfo=timezone.utc)
-    >>> parse_since("2h", now) == (now - timedelta(hours=2)).timestamp()
-    True
-    >>> parse_since("2025-01-02T10:00Z") == parse_since("2h", now)
-    True
-    >>> parse_since("yesterday")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: cannot read 'yesterday' as a time: give an ISO date or time (2025-01-02, ...
-    """
-    match = _RELATIVE.match(text)
-    if match:
-        number, unit = float(match.group(1)), match.group(2).lower()
-        now = now or datetime.now(timezone.utc)
-        return (now - timedelta(seconds=number * _SECONDS[unit])).timestamp()
-    value = text.strip()
-    if value[-1:] in ("Z", "z"):
-        value = value[:-1] + "+00:00"
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(
-            f"cannot read {text!r} as a time: give an ISO date or time (2025-01-02, "
-            "2025-01-02T15:30) or an age (30m, 2h, 1d, 1w)"
-        ) from None
-    return when.timestamp()  # a naive datetime is local time
 
 
 # --- explaining one decision --------------------------------------------------------------------
@@ -452,7 +284,7 @@ def _log_line(store: Store, url: str, doc_id: int) -> dict[str, Any] | None:
     """
     needle = json.dumps(url, ensure_ascii=False)
     found: dict[str, Any] | None = None
-    for logged in _read_lines(_logs_dir(store), None):
+    for logged in logged_lines(store):
         if needle not in logged.line:
             continue
         entry = logged.entry

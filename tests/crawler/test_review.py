@@ -1,5 +1,6 @@
-"""crawler.review.explain (the facts behind ``log``, ``explain``, ``report``) on stores of real crawls,
-and crawler.review.textdiff (the side-by-side view ``explain`` prints)."""
+"""crawler.review.log and crawler.review.explain (the facts behind ``log``, ``explain``,
+``report``) on stores of real crawls, and crawler.review.textdiff (the side-by-side view
+``explain`` prints)."""
 
 from __future__ import annotations
 
@@ -20,20 +21,14 @@ from hypothesis import strategies as st
 from crawler.cli import main
 from crawler.config import Config
 from crawler.demo import SITE_DIR, load_truth
-from crawler.review.explain import (
-    DROPPED,
-    LogFilter,
-    UnknownURL,
-    decisions,
-    explain,
-    parse_since,
-    stored_text,
-    tokens_of_text,
-)
+from crawler.review.explain import UnknownURL, explain
+from crawler.review.log import LogFilter, decisions, parse_since
 from crawler.review.textdiff import differences, passages, side_by_side
 from dedup.canonical import text_tokens
 from dedup.document import content_hash
+from storage.records import DROPPED
 from storage.store import Store
+from storage.texts import stored_text, tokens_of_text
 from storage.verify import verify_store
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -180,7 +180,8 @@ def _time_pipelines() -> dict[str, float]:
 
 
 def run_crawl(variant: str, url: str, work: Path, name: str, overrides: dict[str, Any],
-              timeout: float, settings: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+              timeout: float, settings: dict[str, Any] | None = None,
+              ) -> dict[str, Any]:  # fmt: skip
     """One crawl in a fresh process and a fresh store; its result, with the dedup log read.
 
     ``overrides`` are config keys (``{"crawl.autothrottle": False}``), ``settings`` Scrapy

@@ -224,8 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dead", type=int, default=30, help="dead links behind the slow page")
     parser.add_argument("--pages", type=int, default=20, help="fast pages linked from the index")
     parser.add_argument("--repeats", type=int, default=3, help="crawls per variant")
-    parser.add_argument("--stock-repeats", type=int, default=1,
-                        help="crawls with Scrapy's AutoThrottle (each takes about dead x wait)")  # fmt: skip
+    parser.add_argument(
+        "--stock-repeats", type=int, default=1,
+        help="crawls with Scrapy's AutoThrottle (each takes about dead x wait)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.wait <= 0 or args.dead < 1 or args.pages < 1:

@@ -151,7 +151,7 @@ def test_the_extension_steps_aside_for_scrapy_autothrottle_and_when_off():
         LatencyThrottle.from_crawler(get_crawler(settings_dict={"NEARDUP_THROTTLE_WINDOW": 0}))
 
 
-# --- a real crawl: one slow page, dead links behind it ---------------------------------------------
+# --- a real crawl: one slow page, dead links behind it --------------------------------------------
 
 #: the slow page's wait: long against loopback responses (milliseconds), short for a test
 WAIT = 3.0

@@ -30,10 +30,11 @@ clock reads per call), which the stats' wall-clock split cannot tell on a busy m
 worker process reports its own CPU time (``neardup/worker_cpu_seconds``), which the *CPU s*
 column includes: it is the CPU the crawl costs the machine, on either core.
 The variants alternate (ABC, CBA, ...) and each figure is the median of ``--repeats`` runs.
-Concurrency is the config default (8 requests, 8 per host). AutoThrottle is *off* (unless
-``--autothrottle``): with it, Scrapy spaces requests by a delay taken from the latency it
-measures, one request per interval, so the concurrency of 8 no longer applies; on a loopback
-server that latency is mostly the time our own busy reactor takes to read a response, so each
+Concurrency is the config default (8 requests, 8 per host). The throttle
+(``crawl.autothrottle``, :mod:`crawler.extensions.throttle`) is *off* (unless
+``--autothrottle``): with it, requests are spaced by a delay taken from the latency measured,
+one request per interval, so the concurrency of 8 no longer applies; on a loopback server that
+latency is mostly the time our own busy reactor takes to read a response, so each
 variant would set its own request rate from its own load, a feedback loop rather than a fixed
 workload. Off, both variants get the same offered load (8 requests in flight) and the
 difference is the work. robots.txt is obeyed in every variant.
@@ -99,7 +100,7 @@ def child_main(spec_path: str) -> None:
     from crawler.config import Config, apply_overrides
 
     config = apply_overrides(replace(Config(), store=spec["store"]), spec["overrides"])
-    settings: dict[str, Any] = {}
+    settings: dict[str, Any] = dict(spec.get("settings", {}))
     if spec["variant"] not in DEDUP_VARIANTS:
         settings["NEARDUP_ENABLED"] = False
     if spec["variant"] == "inline":
@@ -182,12 +183,17 @@ def _time_pipelines() -> dict[str, float]:
 
 
 def run_crawl(variant: str, url: str, work: Path, name: str, overrides: dict[str, Any],
-              timeout: float) -> dict[str, Any]:  # fmt: skip
-    """One crawl in a fresh process and a fresh store; its result, with the dedup log read."""
+              timeout: float, settings: dict[str, Any] | None = None,
+              ) -> dict[str, Any]:  # fmt: skip
+    """One crawl in a fresh process and a fresh store; its result, with the dedup log read.
+
+    ``overrides`` are config keys (``{"crawl.autothrottle": False}``), ``settings`` Scrapy
+    settings given as ``neardup crawl -s`` gives them.
+    """
     store = work / "stores" / name
     out = work / f"{name}.result.json"
     spec = {"variant": variant, "url": url, "store": str(store), "overrides": overrides,
-            "out": str(out)}  # fmt: skip
+            "settings": settings or {}, "out": str(out)}  # fmt: skip
     spec_path = work / f"{name}.spec.json"
     spec_path.write_text(json.dumps(spec), "utf-8")
     env = {

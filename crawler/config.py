@@ -43,15 +43,16 @@ class CrawlParams:
     exclude: tuple[str, ...] = ()
     #: requests in flight at once (Scrapy CONCURRENT_REQUESTS)
     concurrency: int = 8
-    #: adapt the delay to the server's latency (Scrapy AutoThrottle)
+    #: adapt the delay to the server's latency, the median of its last few responses
+    #: (crawler.extensions.throttle), so that one slow page does not set the pace
     autothrottle: bool = True
-    #: seconds between requests to one host, before AutoThrottle adapts it
+    #: seconds between requests to one host: the throttle's start and floor
     download_delay: float = 0.0
     #: obey robots.txt
     robots_txt: bool = True
     #: larger bodies are skipped with a reason (bytes, after decompression)
     max_page_bytes: int = 10 * 1024 * 1024
-    #: seconds before a request is abandoned
+    #: seconds before a request is abandoned (the others go on meanwhile)
     timeout: float = 30.0
     #: User-Agent header
     user_agent: str = "neardup/0.1 (near-duplicate aware crawler)"

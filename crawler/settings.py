@@ -12,6 +12,8 @@ crawl -s NEARDUP_THRESHOLD=0.8`` (command-line priority) still wins over the fil
 >>> settings = scrapy_settings(Config())
 >>> settings["NEARDUP_THRESHOLD"], settings["ROBOTSTXT_OBEY"], settings["DEPTH_LIMIT"]
 (0.9, True, 0)
+>>> settings["NEARDUP_THROTTLE_ENABLED"], settings["AUTOTHROTTLE_ENABLED"]
+(True, False)
 >>> settings["NEARDUP_SKETCH"]["shingle_size"]
 4
 """
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.logformatter import LogFormatter
 
 from crawler.config import Config, CrawlParams
+from crawler.extensions.throttle import DEFAULT_WINDOW
 from dedup.params import DedupParams, SketchParams
 
 if TYPE_CHECKING:
@@ -58,6 +61,12 @@ NEARDUP_WORKER = "process"  # where decisions and storage run: "process" (a work
 NEARDUP_RUN_ID = None  # name of this run's dedup log; None = start time and process id
 NEARDUP_PROGRESS = False  # the live progress line on stderr (neardup crawl turns it on)
 NEARDUP_PROGRESS_INTERVAL = 1.0  # seconds between two progress lines
+# our AutoThrottle (crawler.extensions.throttle.LatencyThrottle): the delay follows the median
+# latency of a host's last responses, so one slow page cannot set the pace; it steps aside when
+# Scrapy's AUTOTHROTTLE_ENABLED is on, and reads AUTOTHROTTLE_START_DELAY, _MAX_DELAY,
+# _TARGET_CONCURRENCY and _DEBUG as Scrapy's does
+NEARDUP_THROTTLE_ENABLED = _CRAWL.autothrottle
+NEARDUP_THROTTLE_WINDOW = DEFAULT_WINDOW  # responses in that median
 
 
 def neardup_defaults() -> dict[str, Any]:
@@ -85,8 +94,12 @@ def scrapy_settings(config: Config) -> dict[str, Any]:
         # one host is the usual crawl, so the per-domain cap must not undercut the global one
         "CONCURRENT_REQUESTS": crawl.concurrency,
         "CONCURRENT_REQUESTS_PER_DOMAIN": crawl.concurrency,
-        "AUTOTHROTTLE_ENABLED": crawl.autothrottle,
-        # config's download_delay is "the delay before AutoThrottle adapts it": both its start
+        # crawl.autothrottle turns on our throttle, not Scrapy's: Scrapy's lets one slow
+        # response set the delay, and no later non-200 response lower it again
+        "EXTENSIONS": {"crawler.extensions.throttle.LatencyThrottle": 0},
+        "NEARDUP_THROTTLE_ENABLED": crawl.autothrottle,
+        "AUTOTHROTTLE_ENABLED": False,
+        # config's download_delay is "the delay before the throttle adapts it": both its start
         # and (as Scrapy defines DOWNLOAD_DELAY under AutoThrottle) its floor
         "AUTOTHROTTLE_START_DELAY": crawl.download_delay,
         "DOWNLOAD_DELAY": crawl.download_delay,
@@ -126,7 +139,7 @@ def scrapy_settings(config: Config) -> dict[str, Any]:
             "NEARDUP_MAX_TEXT_BYTES": config.review.max_text_bytes,
         }
     )
-    # our settings that config.yaml does not carry (cap, run id, progress) keep their defaults
+    # our settings that config.yaml does not carry (run id, progress, ...) keep their defaults
     for name, value in neardup_defaults().items():
         settings.setdefault(name, value)
     return settings

@@ -386,12 +386,17 @@ def crawl(
             resumed=resumed,
             notes=notes,
         )
+        base = scrapy_settings(config)
+        # the progress line is added only when wanted: a disabled extension that says why is a
+        # WARNING line in Scrapy's log
+        extensions = {**base["EXTENSIONS"]}
+        if progress:
+            extensions["crawler.extensions.progress.ProgressLine"] = 500
         merged = {
-            **scrapy_settings(config),
+            **base,
             **BREADTH_FIRST,
             "ITEM_PIPELINES": PIPELINES,
-            # added only when wanted: a disabled extension is a WARNING line in Scrapy's log
-            "EXTENSIONS": {"crawler.extensions.progress.ProgressLine": 500} if progress else {},
+            "EXTENSIONS": extensions,
             "NEARDUP_PROGRESS": progress,
             "NEARDUP_RUN_ID": run_id,
             "NEARDUP_STORE": str(store),

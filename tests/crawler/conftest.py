@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: what every test crawl changes from a production crawl: no waiting, no retries
 TEST_SETTINGS: dict[str, Any] = {
     "AUTOTHROTTLE_ENABLED": False,
+    "NEARDUP_THROTTLE_ENABLED": False,
     "DOWNLOAD_DELAY": 0,
     "RETRY_ENABLED": False,
     "DOWNLOAD_TIMEOUT": 10,

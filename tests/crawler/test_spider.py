@@ -85,6 +85,7 @@ def test_config_maps_onto_scrapy_settings():
     s = scrapy_settings(config)
     assert (s["CONCURRENT_REQUESTS"], s["CONCURRENT_REQUESTS_PER_DOMAIN"]) == (3, 3)
     assert s["AUTOTHROTTLE_ENABLED"] is False and s["DOWNLOAD_DELAY"] == 0.25
+    assert s["NEARDUP_THROTTLE_ENABLED"] is False
     assert s["ROBOTSTXT_OBEY"] is False
     assert (s["DOWNLOAD_MAXSIZE"], s["DOWNLOAD_WARNSIZE"]) == (1000, 500)
     assert (s["DOWNLOAD_TIMEOUT"], s["USER_AGENT"], s["DEPTH_LIMIT"]) == (7.5, "tester", 2)

@@ -555,12 +555,8 @@ def render(data: ReportData, plots: dict[str, str] | None = None) -> str:
 
 def draw_plots(data: ReportData) -> dict[str, str]:
     """The three plots of the report, as inline SVG strings."""
-    from crawler.review.plots import (
-        cluster_sizes_svg,
-        matches_needed,
-        resemblance_histogram_svg,
-        s_curve_svg,
-    )
+    from crawler.review.plots import cluster_sizes_svg, resemblance_histogram_svg, s_curve_svg
+    from dedup.curves import matches_needed
 
     s, note = _curve_size(data)
     k = matches_needed(data.threshold, s)
@@ -658,7 +654,7 @@ cluster.</p></div>
 
 def _plots(data: ReportData, plots: dict[str, str]) -> str:
     s, note = _curve_size(data)
-    from crawler.review.plots import matches_needed
+    from dedup.curves import matches_needed
 
     k = matches_needed(data.threshold, s)
     exact = len(data.near_exact)

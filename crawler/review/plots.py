@@ -100,7 +100,7 @@ def figure_svg(fig: Figure, name: str) -> Markup:
     # the figure scales with the page instead of keeping a fixed size in points
     text = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r"<svg\1", text, count=1)
     text = text.replace("<svg", f'<svg role="img" class="plot" aria-label="{name}"', 1).strip()
-    return Markup(text)  # noqa: S704 - matplotlib's markup, its text removed above
+    return Markup(text)  # matplotlib's markup, its text removed above
 
 
 def cluster_sizes_svg(sizes: Mapping[int, int]) -> str:

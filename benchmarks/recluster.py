@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import resource
@@ -83,6 +82,7 @@ from benchmarks.edits import edit_page
 from crawler.recluster.inputs import SourceDocument, read_html_files, read_jsonl
 from crawler.recluster.run import BATCH, recluster
 from dedup.canonical import html_text, html_tokens, text_tokens
+from dedup.curves import matches_needed
 from dedup.params import DedupParams, SketchParams
 from dedup.units import to_units
 
@@ -205,7 +205,7 @@ def similar_pairs(exact: ExactSets, t: float) -> list[tuple[int, int, float]]:
     for j, s in enumerate(exact.sets):
         if s.size == 0:
             continue
-        prefix = s.size - math.ceil(t * s.size - 1e-9) + 1
+        prefix = s.size - matches_needed(t, s.size) + 1
         candidates: set[int] = set()
         for element in s[:prefix].tolist():
             bucket = postings[element]

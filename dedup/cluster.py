@@ -60,6 +60,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dedup.curves import matches_needed
 from dedup.estimators import Estimate, estimate
 from dedup.frequency import FingerprintFrequency
 from dedup.index import ClusterIndex
@@ -402,9 +403,9 @@ def indexed_count(size: int, need: float) -> int:
     over a denominator no smaller than B's own sample (MIN_s and MIN_s(MOD_m): ``s' =
     min(s, |M(A) ∪ M(B)|) ≥ |M(B)|``; MOD_m resemblance: ``|L(A) ∪ L(B)| ≥ |L(B)|``; k
     permutations with distinct values: k). So at most ``u = |B| − ⌈need·|B|⌉`` of B's
-    fingerprints are unshared, and *any* ``u + 1`` of them include a shared one, which the
-    document's lookup of all its own fingerprints finds (the pigeonhole behind the prefix
-    filter of similarity joins). Indexing ``u + SLACK`` makes such a document meet at least
+    fingerprints are unshared (⌈need·|B|⌉ as :func:`~dedup.curves.matches_needed` rounds it),
+    and *any* ``u + 1`` of them include a shared one, which the document's lookup of all its
+    own fingerprints finds (the pigeonhole behind the prefix filter of similarity joins). Indexing ``u + SLACK`` makes such a document meet at least
     ``SLACK`` of them (:func:`hits_needed`), so candidates met through one or two common
     fingerprints are skipped unread. At threshold 0.8 that is 23 of MIN_100's 100
     postings: the index is under a quarter of the size, and so is the cost of writing it.
@@ -412,12 +413,12 @@ def indexed_count(size: int, need: float) -> int:
 
     >>> indexed_count(100, 0.8), indexed_count(100, 0.9), indexed_count(100, 0.0)
     (23, 13, 100)
-    >>> indexed_count(3, 0.8)  # a short page: all of it
-    3
+    >>> indexed_count(3, 0.8), indexed_count(0, 0.8)  # a short page: all of it
+    (3, 0)
     """
-    if need <= 0:
+    if need <= 0 or size == 0:
         return size
-    return min(size, size - math.ceil(need * size - 1e-9) + SLACK)
+    return min(size, size - matches_needed(need, size) + SLACK)
 
 
 def hits_needed(size: int, need: float) -> int:

@@ -7,7 +7,10 @@ hypergeometric count of MIN_s when ``s`` is much smaller than the documents).
 * :func:`p_within` — §4.2 (errata 5): the chance that the estimate lands in ``[r − ε, r + ε]``;
 * :func:`p_at_least` — lecture §12.3 (errata 6): the chance that at least ``k`` of ``s``
   entries match, i.e. that a pair of resemblance ``r`` is called a near-duplicate;
-* :func:`curve` — that chance over a list of resemblances, the S-shaped Figure 12.3.
+* :func:`matches_needed` — that ``k`` for a threshold: the fewest matches of ``s`` whose
+  estimate ``k / s`` reaches it (the lecture's 90 of 100 at 0.9);
+* :func:`curve` — that chance over a list of resemblances, the S-shaped Figure 12.3: every
+  drawing of the curve (``neardup curve``, the report's plot) takes its points from here.
 
 >>> round(p_at_least(90, 100, 0.9), 4), f"{p_at_least(90, 100, 0.5):.2g}"
 (0.5832, '1.5e-17')
@@ -22,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-__all__ = ["curve", "p_at_least", "p_within"]
+__all__ = ["curve", "matches_needed", "p_at_least", "p_within"]
 
 # s·(r ± ε) is computed in floating point: 100·(0.9 − 0.05) is 84.99999999999999, not 85.
 # Bounds within this (relative) distance of an integer are taken to be that integer.
@@ -99,10 +102,46 @@ def p_at_least(k: int, s: int, r: float) -> float:
     return _binomial_sum(s, r, k, s)
 
 
-def curve(s: int, k: int, resemblances: Iterable[float]) -> list[tuple[float, float]]:
+def matches_needed(threshold: float, s: int) -> int:
+    """K: the fewest matching entries of ``s`` whose estimate ``K / s`` reaches ``threshold``.
+
+    This is ⌈threshold·s⌉ (lecture §12.3: 90 of 100 at 0.9, errata 6), decided the way the
+    clusterer decides: by the floating-point test ``K / s >= threshold`` that
+    :class:`dedup.cluster.GreedyClusterer` applies to an estimate ``matches / s``, so the
+    product's rounding (``0.9 * 100`` is ``90.00000000000001``) cannot move K by one.
+
+    >>> matches_needed(0.9, 100), matches_needed(0.5, 7), matches_needed(0.0, 100)
+    (90, 4, 0)
+    >>> matches_needed(0.57, 100), matches_needed(1.0, 3)
+    (57, 3)
+    """
+    s = _check_s(s)
+    threshold = float(threshold)
+    if not 0.0 <= threshold <= 1.0:  # also rejects nan
+        raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+    k = min(s, math.ceil(threshold * s))  # right, or one off through rounding
+    while k > 0 and (k - 1) / s >= threshold:
+        k -= 1
+    while k / s < threshold:  # ends by k = s: s / s is 1.0
+        k += 1
+    return k
+
+
+def curve(
+    s: int, k: int, resemblances: Iterable[float] | None = None, *, steps: int = 100
+) -> list[tuple[float, float]]:
     """``(r, p_at_least(k, s, r))`` for each ``r``: Figure 12.3 for ``s = 100, k = 90``.
+
+    Without ``resemblances``, ``r`` runs over ``0, 1/steps, ..., 1`` (each exactly
+    ``i / steps``).
 
     >>> [(r, round(p, 4)) for r, p in curve(100, 90, [0.8, 0.95])]
     [(0.8, 0.0057), (0.95, 0.9885)]
+    >>> [r for r, _ in curve(100, 90, steps=4)]
+    [0.0, 0.25, 0.5, 0.75, 1.0]
     """
+    if resemblances is None:
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+        resemblances = (i / steps for i in range(steps + 1))
     return [(float(r), p_at_least(k, s, r)) for r in resemblances]

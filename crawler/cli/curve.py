@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from crawler.cli.common import UserError, add_config_arguments, resolve_config
-from dedup.curves import p_at_least
+from dedup.curves import curve, matches_needed
 
 HELP = "probability that at least K of S sketch entries match, by resemblance"
 DESCRIPTION = """\
@@ -41,7 +41,7 @@ def resolve(args: argparse.Namespace) -> tuple[int, int]:
         raise UserError(f"--sketch-size must be at least 1; got {s}")
     k = args.matches
     if k is None:
-        k = -int(-round(config.dedup.threshold * s, 9) // 1)
+        k = matches_needed(config.dedup.threshold, s)
     if not 0 <= k <= s:
         raise UserError(f"--matches must be between 0 and the sketch size {s}; got {k}")
     return s, k
@@ -51,16 +51,13 @@ def run(args: argparse.Namespace) -> int:
     s, k = resolve(args)
     if args.plot:
         plot(args.plot, s, k)
+    points = curve(s, k)  # r = 0.00, 0.01, ..., 1.00
     if args.json:
-        rows = [{"resemblance": i / 100, "probability": p_at_least(k, s, i / 100)}
-                for i in range(101)]
-        print(json.dumps(rows))
+        print(json.dumps([{"resemblance": r, "probability": p} for r, p in points]))
         return 0
     print(f"P[at least {k} of {s} sketch entries match | resemblance r]")
     print(f"{'r':>5}  {'probability':>12}")
-    for i in range(50, 101):
-        r = i / 100
-        p = p_at_least(k, s, r)
+    for r, p in points[50:]:
         bar = "#" * round(p * 40)
         print(f"{r:>5.2f}  {_fmt(p):>12}  {bar}")
     if args.plot:
@@ -73,28 +70,15 @@ def _fmt(p: float) -> str:
 
 
 def plot(path: str, s: int, k: int) -> None:
-    """The lecture's Figure 12.3 for these S and K."""
+    """The lecture's Figure 12.3 for these S and K: the report's S-curve, over all of r."""
     suffix = Path(path).suffix.lower()
     if suffix not in (".png", ".svg"):
         raise UserError(f"--plot must end in .png or .svg; got {path!r}")
-    import matplotlib
+    from crawler.review.plots import s_curve_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    fig = s_curve_figure(s, k, low=0.0, size=(6.4, 4.2), dpi=120, steps=500)
+    import matplotlib.pyplot as plt  # after the figure: plots chose the Agg backend first
 
-    rs = [i / 500 for i in range(501)]
-    ps = [p_at_least(k, s, r) for r in rs]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
-    ax.plot(rs, ps, color="#1f5fa8", linewidth=2)
-    ax.axvline(k / s, color="#b03030", linestyle="--", linewidth=1, label=f"K/S = {k / s:.2f}")
-    ax.set_xlabel("resemblance r of the two documents")
-    ax.set_ylabel(f"P[at least {k} of {s} entries match]")
-    ax.set_title(f"Chance a pair is called a near duplicate (S = {s}, K = {k})")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(-0.02, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left")
-    fig.tight_layout()
     try:
         fig.savefig(path)
     except OSError as exc:

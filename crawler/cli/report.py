@@ -62,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from crawler.review.report import collect, render
+    from crawler.review.facts import collect
+    from crawler.review.report import render
 
     config = resolve_config(args)
     store = args.store or config.store

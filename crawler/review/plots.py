@@ -5,8 +5,16 @@ the page itself: text drawn as paths (no font to fetch), no XML prolog (HTML has
 body), and every ``id`` prefixed with the plot's name, because several SVGs in one document
 share one id namespace and matplotlib names its clip paths and markers alike in every figure.
 
-Only numbers reach these functions, never crawled strings: nothing here needs escaping.
+**Trusted markup.** The report's template inserts these strings unescaped, so they are
+:class:`markupsafe.Markup` and :func:`figure_svg` makes them safe to be: text is drawn as paths
+and the comments in which matplotlib repeats each text are removed, so no string drawn on a
+plot (a caption with a URL in it, one day) reaches the markup as text; attribute values are
+matplotlib's own (styles, ids, paths), escaped by it. Only numbers and fixed words reach
+these functions today.
 The Agg backend is chosen before pyplot is imported, so no display is ever needed.
+
+The S-curve's figure (:func:`s_curve_figure`) is also what ``neardup curve --plot`` saves;
+its points come from :func:`dedup.curves.curve`.
 
 >>> svg = s_curve_svg(100, 90, drops=[0.94, 0.98])
 >>> svg.startswith("<svg") and "<?xml" not in svg and 'id="s-curve-' in svg
@@ -21,7 +29,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dedup.curves import p_at_least
+from markupsafe import Markup
+
+from dedup.curves import curve
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -29,8 +39,8 @@ if TYPE_CHECKING:
 __all__ = [
     "cluster_sizes_svg",
     "figure_svg",
-    "matches_needed",
     "resemblance_histogram_svg",
+    "s_curve_figure",
     "s_curve_svg",
 ]
 
@@ -43,6 +53,8 @@ _ID = re.compile(r'\bid="([^"]+)"')
 _REF = re.compile(r'(\bhref="|\burl\()#([^")]+)')
 #: the Dublin Core block matplotlib writes: names of vocabularies, no use in a page
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
+#: the comments in which matplotlib repeats every text it draws as paths
+_COMMENT = re.compile(r"\s*<!--.*?-->", re.DOTALL)
 
 
 def _pyplot() -> Any:
@@ -54,12 +66,23 @@ def _pyplot() -> Any:
     return plt
 
 
-def figure_svg(fig: Figure, name: str) -> str:
-    """``fig`` as one inline ``<svg>`` element whose ids all start with ``name-``.
+def figure_svg(fig: Figure, name: str) -> Markup:
+    """``fig`` as one inline ``<svg>`` element whose ids all start with ``name-``, as markup a
+    template inserts as it is: no text in it but matplotlib's own attribute values.
 
     The figure is closed afterwards. Output is deterministic (no date, a fixed hash salt), so
-    two reports of the same store are byte-identical.
+    two reports of the same store are byte-identical. ``name`` is this module's own (a fixed
+    word); it becomes ids and a label, so it must be one.
+
+    >>> import matplotlib.figure
+    >>> fig = matplotlib.figure.Figure()
+    >>> _ = fig.subplots().set_title("</svg><script>alert(1)</script>")
+    >>> svg = figure_svg(fig, "demo")
+    >>> "script" in svg, "<!--" in svg, svg.count("<svg"), svg.count("</svg>")
+    (False, False, 1, 1)
     """
+    if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
+        raise ValueError(f"a plot name is lower-case letters, digits and '-'; got {name!r}")
     plt = _pyplot()
     buf = io.StringIO()
     try:
@@ -71,21 +94,13 @@ def figure_svg(fig: Figure, name: str) -> str:
     start = text.find("<svg")
     if start < 0:
         raise ValueError("matplotlib wrote no <svg> element")
-    text = _METADATA.sub("", text[start:])
+    text = _COMMENT.sub("", _METADATA.sub("", text[start:]))
     text = _ID.sub(lambda m: f'id="{name}-{m.group(1)}"', text)
     text = _REF.sub(lambda m: f"{m.group(1)}#{name}-{m.group(2)}", text)
     # the figure scales with the page instead of keeping a fixed size in points
     text = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r"<svg\1", text, count=1)
-    return text.replace("<svg", f'<svg role="img" class="plot" aria-label="{name}"', 1).strip()
-
-
-def matches_needed(threshold: float, s: int) -> int:
-    """K: the fewest matching entries of ``s`` whose estimate K/s reaches ``threshold``.
-
-    >>> matches_needed(0.9, 100), matches_needed(0.5, 7)
-    (90, 4)
-    """
-    return max(0, min(s, math.ceil(round(threshold * s, 9))))
+    text = text.replace("<svg", f'<svg role="img" class="plot" aria-label="{name}"', 1).strip()
+    return Markup(text)  # matplotlib's markup, its text removed above
 
 
 def cluster_sizes_svg(sizes: Mapping[int, int]) -> str:
@@ -153,29 +168,45 @@ def resemblance_histogram_svg(
 
 def s_curve_svg(
     s: int, k: int, drops: Sequence[float], exact: Sequence[float] = (), *, note: str = ""
-) -> str:
+) -> Markup:
+    """The report's S-curve (:func:`s_curve_figure` zoomed to r ≥ 0.5) as inline SVG."""
+    return figure_svg(s_curve_figure(s, k, drops, exact, note=note), "s-curve")
+
+
+def s_curve_figure(
+    s: int,
+    k: int,
+    drops: Sequence[float] = (),
+    exact: Sequence[float] = (),
+    *,
+    note: str = "",
+    low: float = 0.5,
+    size: tuple[float, float] = _SIZE,
+    dpi: int = 100,
+    steps: int = 400,
+) -> Figure:
     """Lecture Figure 12.3 for these ``s`` and ``k``: P[at least k of s entries match | r].
 
     The observed drops are overlaid: ``drops`` (estimated resemblances) as ticks along the top,
     where the pages ended up (dropped, probability 1); ``exact`` (their exact resemblances,
-    when known) as points on the curve: the chance that a pair that alike is dropped.
+    when known) as points on the curve: the chance that a pair that alike is dropped. ``low``
+    is where the r axis starts; the curve's ``steps + 1`` points and the exact points all
+    come from :func:`dedup.curves.curve`.
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=_SIZE, dpi=100)
-    rs = [i / 400 for i in range(401)]
-    ax.plot(rs, [p_at_least(k, s, r) for r in rs], color=_BLUE, linewidth=2,
-            label=f"P[at least {k} of {s} match]")  # fmt: skip
+    fig, ax = plt.subplots(figsize=size, dpi=dpi)
+    rs, ps = zip(*curve(s, k, steps=steps))
+    ax.plot(rs, ps, color=_BLUE, linewidth=2, label=f"P[at least {k} of {s} match]")
     ax.axvline(k / s, color=_RED, linestyle="--", linewidth=1, label=f"K/S = {k / s:.2f}")
     estimates = [float(v) for v in drops if v is not None and not math.isnan(v)]
     if estimates:
         ax.plot(estimates, [1.04] * len(estimates), linestyle="none", marker="v", color=_RED,
                 markersize=6, alpha=0.7, label="dropped (estimate)", clip_on=False)  # fmt: skip
-    exacts = [float(v) for v in exact if v is not None and not math.isnan(v)]
+    exacts = curve(s, k, [v for v in exact if v is not None and not math.isnan(v)])
     if exacts:
-        ax.plot(exacts, [p_at_least(k, s, r) for r in exacts], linestyle="none", marker="o",
-                markerfacecolor="none", markeredgecolor=_GREEN, markersize=7,
-                label="dropped (exact r)")  # fmt: skip
-    ax.set_xlim(0.5, 1.0)
+        ax.plot(*zip(*exacts), linestyle="none", marker="o", markerfacecolor="none",
+                markeredgecolor=_GREEN, markersize=7, label="dropped (exact r)")  # fmt: skip
+    ax.set_xlim(low, 1.0)
     ax.set_ylim(-0.02, 1.08)
     ax.set_xlabel("resemblance r of the two documents")
     ax.set_ylabel("chance the pair is dropped")
@@ -183,4 +214,4 @@ def s_curve_svg(
     ax.grid(alpha=0.3)
     ax.legend(loc="center left", fontsize="small")
     fig.tight_layout()
-    return figure_svg(fig, "s-curve")
+    return fig

@@ -10,6 +10,9 @@ the start of every *hunk*, a run of differences and the short shared passages be
 Long shared passages between hunks are shown once per column (``context=None``) or cut to
 ``context`` tokens on each side of a difference, the rest counted in one line.
 
+Where the context is cut is decided once, by :func:`cut_context`, for this view and for the
+report's (:mod:`crawler.review.report`), which marks the same passages in HTML.
+
 Marking: on a terminal, words only in A are red and words only in B green (:func:`use_colour`
 decides, following https://no-color.org). Elsewhere the marks are plain text, as ``wdiff`` writes
 them: ``[-only in A-]`` and ``{+only in B+}``; a ``*`` between the columns flags a line with a
@@ -40,7 +43,9 @@ from typing import IO, Any
 from dedup.canonical import SEPARATORS
 
 __all__ = [
+    "ELIDED",
     "Passage",
+    "cut_context",
     "differences",
     "passages",
     "side_by_side",
@@ -58,13 +63,17 @@ _COLOURS = {"del": _RED, "ins": _GREEN, "dim": _DIM}
 # (kind, a_start, a_end, b_start, b_end), as SequenceMatcher.get_opcodes gives them
 _Opcode = tuple[str, int, int, int, int]
 
+#: the kind of a shared passage :func:`cut_context` leaves out
+ELIDED = "elided"
+
 
 @dataclass(frozen=True)
 class Passage:
     """One stretch of the alignment: ``a[a_start:a_end]`` against ``b[b_start:b_end]``.
 
     ``kind`` is ``equal`` (shared), ``replace`` (different text in both), ``delete`` (only in
-    A) or ``insert`` (only in B), as :meth:`difflib.SequenceMatcher.get_opcodes` names them.
+    A) or ``insert`` (only in B), as :meth:`difflib.SequenceMatcher.get_opcodes` names them;
+    :func:`cut_context` adds ``elided``: shared, and left out of the view.
     """
 
     kind: str
@@ -78,7 +87,11 @@ class Passage:
 
     @property
     def shared(self) -> bool:
-        return self.kind == "equal"
+        return self.kind in ("equal", ELIDED)
+
+    @property
+    def elided(self) -> bool:
+        return self.kind == ELIDED
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,22 +109,95 @@ def _opcodes(a: Sequence[str], b: Sequence[str]) -> list[_Opcode]:
     return SequenceMatcher(None, list(a), list(b)).get_opcodes()
 
 
-def passages(a: Sequence[str], b: Sequence[str], unit: str = "word") -> list[Passage]:
+def passages(
+    a: Sequence[str],
+    b: Sequence[str],
+    unit: str = "word",
+    known: Sequence[Passage] | None = None,
+) -> list[Passage]:
     """The whole alignment of ``a`` and ``b``, shared and differing passages in order.
+
+    ``known``: the differing passages, as :func:`differences` found them before (an
+    :class:`~crawler.review.explain.Comparison` keeps them); the shared passages are the gaps
+    between them, so the streams are not aligned again.
 
     >>> [p.kind for p in passages(["x", "y", "z"], ["x", "z", "w"])]
     ['equal', 'delete', 'equal', 'insert']
+    >>> found = differences(["x", "y", "z"], ["x", "z", "w"])
+    >>> passages(["x", "y", "z"], ["x", "z", "w"], known=found) == passages(["x", "y", "z"],
+    ...                                                                    ["x", "z", "w"])
+    True
     """
     sep = _separator(unit)
+    if known is None:
+        ops = _opcodes(a, b)
+    else:
+        ops, i, j = [], 0, 0
+        for p in [*known, Passage("end", len(a), len(a), len(b), len(b), "", "")]:
+            if p.a_start - i != p.b_start - j or p.a_start < i:
+                raise ValueError("the known differences are not an alignment of these streams")
+            if p.a_start > i:
+                ops.append(("equal", i, p.a_start, j, p.b_start))
+            if p.kind != "end":
+                ops.append((p.kind, p.a_start, p.a_end, p.b_start, p.b_end))
+            i, j = p.a_end, p.b_end
     return [
         Passage(kind, i1, i2, j1, j2, sep.join(a[i1:i2]), sep.join(b[j1:j2]))
-        for kind, i1, i2, j1, j2 in _opcodes(a, b)
+        for kind, i1, i2, j1, j2 in ops
     ]
 
 
 def differences(a: Sequence[str], b: Sequence[str], unit: str = "word") -> list[Passage]:
     """Only the passages that differ (what a reader looks for first)."""
     return [p for p in passages(a, b, unit) if not p.shared]
+
+
+def cut_context(
+    found: Sequence[Passage],
+    a: Sequence[str],
+    b: Sequence[str],
+    context: int,
+    unit: str = "word",
+) -> list[Passage]:
+    """The alignment ``found`` (:func:`passages` of ``a`` and ``b``) as a reader is shown it.
+
+    Every shared passage longer than ``2·context`` tokens keeps ``context`` tokens beside each
+    difference it touches (none before the first difference, none after the last); the
+    tokens between become one passage of kind ``elided``, for the view to count rather than
+    show. Streams without a difference are not cut: there is no difference to give context to.
+    Both the terminal's side-by-side view and the report's cut here, so they cut alike.
+
+    >>> a = "a b c d e f g h".split()
+    >>> b = "a b c d e f g X".split()
+    >>> [(p.kind, p.a_text) for p in cut_context(passages(a, b), a, b, 2)]
+    [('elided', 'a b c d e'), ('equal', 'f g'), ('replace', 'h')]
+    """
+    if context < 0:
+        raise ValueError(f"context must be >= 0; got {context}")
+    if all(p.shared for p in found):
+        return list(found)
+    sep = _separator(unit)
+
+    def part(kind: str, p: Passage, start: int, end: int) -> Passage:
+        i, j = p.a_start + start, p.b_start + start
+        i2, j2 = p.a_start + end, p.b_start + end
+        return Passage(kind, i, i2, j, j2, sep.join(a[i:i2]), sep.join(b[j:j2]))
+
+    out: list[Passage] = []
+    last = len(found) - 1
+    for n, p in enumerate(found):
+        length = p.a_end - p.a_start
+        if p.kind != "equal" or length <= 2 * context:
+            out.append(p)
+            continue
+        before = context if n > 0 else 0
+        after = context if n < last else 0
+        if before:
+            out.append(part("equal", p, 0, before))
+        out.append(part(ELIDED, p, before, length - after))
+        if after:
+            out.append(part("equal", p, length - after, length))
+    return out
 
 
 # --- layout helpers ---------------------------------------------------------------------------
@@ -213,53 +299,30 @@ class _Row:
     kind: str
 
 
-def _rows(
-    a: Sequence[str], b: Sequence[str], ops: list[_Opcode], keep: int, elide: bool, noun: str
-) -> list[_Row]:
-    """Group the opcodes into hunks, cutting every shared passage longer than ``2·keep``."""
+def _rows(a: Sequence[str], b: Sequence[str], cut: list[Passage], elide: bool,
+          noun: str) -> list[_Row]:  # fmt: skip
+    """Group the passages :func:`cut_context` gave into hunks; each elided passage is a row of
+    its own: counted (``elide``) or shown whole, so the columns re-align after it."""
     rows: list[_Row] = []
-    hunk: _Row | None = None
-
-    def close() -> None:
-        nonlocal hunk
-        if hunk is not None and (hunk.left or hunk.right):
-            rows.append(hunk)
-        hunk = None
-
-    def add(kind: str, i1: int, i2: int, j1: int, j2: int) -> None:
-        nonlocal hunk
-        if hunk is None:
-            hunk = _Row([], [], "hunk")
-        if kind == "equal":
-            hunk.left += [(t, None) for t in a[i1:i2]]
-            hunk.right += [(t, None) for t in b[j1:j2]]
-            return
-        hunk.left += [(t, "del") for t in a[i1:i2]]
-        hunk.right += [(t, "ins") for t in b[j1:j2]]
-
-    last = len(ops) - 1
-    for n, (kind, i1, i2, j1, j2) in enumerate(ops):
-        length = i2 - i1
-        if kind != "equal" or length <= 2 * keep:
-            add(kind, i1, i2, j1, j2)
+    hunk = _Row([], [], "hunk")
+    for p in cut:
+        left, right = a[p.a_start : p.a_end], b[p.b_start : p.b_end]
+        if not p.elided:
+            hunk.left += [(t, None if p.shared else "del") for t in left]
+            hunk.right += [(t, None if p.shared else "ins") for t in right]
             continue
-        # a long shared passage: context for the hunks around it, the middle on its own
-        before = keep if n > 0 else 0
-        after = keep if n < last else 0
-        if before:
-            add("equal", i1, i1 + before, j1, j1 + before)
-        close()
-        middle = a[i1 + before : i2 - after]
+        if hunk.left or hunk.right:
+            rows.append(hunk)
+        hunk = _Row([], [], "hunk")
         if elide:
-            many = noun if len(middle) != 1 else noun[:-1]
-            count = [(f"... {len(middle):,} shared {many} ...", "dim")]
+            many = noun if len(left) != 1 else noun[:-1]
+            count = [(f"... {len(left):,} shared {many} ...", "dim")]
             rows.append(_Row(list(count), list(count), "elided"))
         else:
-            shared = [(t, None) for t in middle]
+            shared = [(t, None) for t in left]
             rows.append(_Row(shared, list(shared), "shared"))
-        if after:
-            add("equal", i2 - after, i2, j2 - after, j2)
-    close()
+    if hunk.left or hunk.right:
+        rows.append(hunk)
     return rows
 
 
@@ -352,18 +415,19 @@ def side_by_side(
     if context is not None and context < 0:
         raise ValueError(f"context must be >= 0 or None; got {context}")
     column = (width - 3) // 2
-    ops = _opcodes(a, b)
+    found = passages(a, b, unit)
     head = [
         (_cell(titles[0], column) + " | " + truncate_middle(titles[1], column)).rstrip(),
         f"{'-' * column}-+-{'-' * column}",
     ]
-    if all(kind == "equal" for kind, *_ in ops):
+    if all(p.shared for p in found):
         noun = _NOUNS[unit]
         head += textwrap.wrap(f"(identical: the same {len(a):,} {noun} in both)", width)
         return "\n".join(head)
-    keep = 8 if context is None else context
+    # without a context, long shared passages still get rows of their own, shown whole
+    cut = cut_context(found, a, b, 8 if context is None else context, unit)
     out = list(head)
-    for row in _rows(a, b, ops, keep, context is not None, _NOUNS[unit]):
+    for row in _rows(a, b, cut, context is not None, _NOUNS[unit]):
         row_sep = sep if row.kind != "elided" else " "
         left = _wrap(_marked(row.left, colour), column, row_sep)
         right = _wrap(_marked(row.right, colour), column, row_sep)

@@ -33,7 +33,7 @@ from crawler.recluster.inputs import FileContent, SourceDocument, read_jsonl
 from crawler.recluster.run import _line, _number, recluster
 from dedup.canonical import html_tokens, text_tokens
 from dedup.cluster import Assignment, Decision, GreedyClusterer, cluster_documents
-from dedup.curves import p_at_least
+from dedup.curves import matches_needed, p_at_least
 from dedup.document import Sketcher
 from dedup.estimators import exact_resemblance
 from dedup.params import DedupParams, SketchParams
@@ -98,18 +98,13 @@ def designed_resemblance(n: int, k: int) -> float:
     return (m - W * k) / (m + W * k)
 
 
-def matches_needed(threshold: float, s: int = S) -> int:
-    """The fewest matching entries of s whose estimate ``j / s`` reaches ``threshold``."""
-    return next(j for j in range(s + 1) if j / s >= threshold)
-
-
 def p_joins(r: float, threshold: float = THRESHOLD) -> float:
     """The chance that a MIN_s estimate of a pair of resemblance r reaches the threshold.
 
     Binomial (§4.2): the MIN_s count is hypergeometric, whose tails are no heavier than the
     binomial's (Hoeffding 1963), so the allowance built on this is conservative.
     """
-    return p_at_least(matches_needed(threshold), S, r)
+    return p_at_least(matches_needed(threshold, S), S, r)
 
 
 def allowed_mistakes(probabilities: list[float], risk: float = FAILURE_RISK) -> int:

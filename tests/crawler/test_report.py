@@ -26,7 +26,8 @@ import pytest
 
 from crawler.cli import main
 from crawler.demo import SITE_DIR
-from crawler.review.report import CSP, aligned, collect, page_title, render
+from crawler.review.facts import collect, page_title
+from crawler.review.report import CSP, aligned, render
 from crawler.demo.server import Route, serve
 from storage.store import Store
 
@@ -281,15 +282,80 @@ def test_the_command_writes_one_self_contained_page(report, site):
     assert tags.count("svg") == 3
 
 
+#: an apostrophe as a character reference, as either escaper writes it
+_APOS = "(?:&#x27;|&#39;)"
+
+
 def test_crawled_strings_are_escaped(report):
     page = report["html"]
     parsed = _parse(page)
     assert EVIL_TITLE in "".join(parsed.text)  # shown, as text
-    assert "&lt;script&gt;document.title=&#x27;PWNED&#x27;&lt;/script&gt;" in page
+    assert re.search(f"&lt;script&gt;document.title={_APOS}PWNED{_APOS}&lt;/script&gt;", page)
     assert "<script" not in page.lower()
     # the skip detail with an <img onerror> is text too
-    assert "&lt;img src=x onerror=document.title=&#x27;pwned&#x27;&gt;" in page
+    assert re.search(f"&lt;img src=x onerror=document.title={_APOS}pwned{_APOS}&gt;", page)
     assert not any(t == "img" for t, _ in parsed.tags)
+
+
+#: what a hostile crawl could put in every string the report shows: markup that would close the
+#: element or attribute it lands in, an event handler, and template syntax that must stay text
+HOSTILE = "\"'></title></script></pre><script>alert(1)</script><img src=x onerror=alert(2)>{{ 7*7 }}{% if 1 %}"
+
+
+def test_every_crawled_string_is_escaped_wherever_it_lands(site):
+    from collections import Counter
+    from dataclasses import replace
+
+    from crawler.review.facts import DroppedView
+    from crawler.review.textdiff import differences
+
+    data = collect(site.store, threshold=0.9, top_clusters=100)
+
+    def evil(where: str) -> str:
+        return f"{where}:{HOSTILE}"
+
+    url = "http://127.0.0.1/" + evil("url")
+    data.store = evil("store")
+    data.threshold_source = evil("source")
+    data.notes = [evil("note")]
+    data.runs = [evil("run")]
+    data.skipped = Counter({evil("reason"): 1})
+    cluster = data.largest[0]
+    cluster.members[0].url, cluster.members[0].title = url, evil("title")
+    view = data.dropped[0]
+    ex = view.explanation
+    assert ex is not None and ex.comparison is not None and ex.original is not None
+    a, b = ("same", evil("token"), "end"), ("same", "other", "end")
+    ex = replace(
+        ex,
+        page=replace(ex.page, url=url, tokens=a),
+        original=replace(ex.original, url=evil("original"), tokens=b),
+        comparison=replace(ex.comparison, differences=tuple(differences(a, b))),
+        notes=(evil("explain-note"),),
+    )
+    data.dropped[0] = DroppedView(replace(view.row, duplicate_of=evil("duplicate-of")), ex)
+    data.dropped[1] = DroppedView(replace(data.dropped[1].row, reason=evil("log-reason")), None,
+                                  evil("error"))  # fmt: skip
+    first, second = data.skipped_pages[:2]
+    first.reason, first.detail = evil("skip-reason"), evil("detail")
+    second.url = "javascript:alert(document.domain)//" + evil("js")
+
+    page = render(data)
+    parsed = _parse(page)
+    tags = {t for t, _ in parsed.tags}
+    assert not {"script", "img", "iframe", "object", "embed"} & tags
+    for tag, attrs in parsed.tags:
+        assert not any(name.startswith("on") for name in attrs), (tag, attrs)
+        href = attrs.get("href")
+        # links go to a section of the page or to an http(s) URL: never javascript:
+        assert href is None or href.startswith(("#", "http://", "https://")), href
+    assert ("a", {"class": "url", "href": url, "rel": "noreferrer noopener"}) in parsed.tags
+    text = "".join(parsed.text)
+    for where in ("url", "store", "source", "note", "run", "reason", "title", "token", "original",
+                  "explain-note", "duplicate-of", "log-reason", "error", "skip-reason", "detail",
+                  "js"):  # fmt: skip
+        assert evil(where) in text, where  # shown whole, as text: nothing ran or was cut
+    assert parsed.title == f"neardup report: {evil('store')}"
 
 
 def test_the_page_shows_the_summary_plots_clusters_and_drops(report, site):

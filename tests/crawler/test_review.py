@@ -23,7 +23,7 @@ from crawler.config import Config
 from crawler.demo import SITE_DIR, load_truth
 from crawler.review.explain import UnknownURL, explain
 from crawler.review.log import LogFilter, decisions, parse_since
-from crawler.review.textdiff import differences, passages, side_by_side
+from crawler.review.textdiff import cut_context, differences, passages, side_by_side
 from dedup.canonical import text_tokens
 from dedup.document import content_hash
 from storage.records import DROPPED
@@ -308,6 +308,37 @@ def test_every_difference_is_marked_and_context_cut_to_size(a, b, context):
     coloured = side_by_side(a, b, width=80, context=context, colour=True)
     ansi = re.compile(r"\x1b\[[0-9;]*m")
     assert all(len(ansi.sub("", line)) <= 80 for line in coloured.splitlines())
+
+
+@given(words, words, st.integers(0, 5))
+def test_cut_context_keeps_the_context_of_every_difference_and_counts_the_rest(a, b, context):
+    found = passages(a, b)
+    cut = cut_context(found, a, b, context)
+    # the pieces still tile both streams, in order, with every difference untouched
+    assert [(p.a_start, p.b_start) for p in cut[1:]] == [(p.a_end, p.b_end) for p in cut[:-1]]
+    assert (cut[0].a_start, cut[-1].a_end) == (0, len(a)) if cut else a == b == []
+    assert [p for p in cut if not p.shared] == [p for p in found if not p.shared]
+    for n, p in enumerate(cut):
+        if p.elided:  # only what lies more than `context` tokens from every difference
+            assert p.a_text == " ".join(a[p.a_start : p.a_end]) == p.b_text
+            neighbours = cut[max(0, n - 1) : n + 2]
+            assert all(q.kind == "equal" and q.a_end - q.a_start == context
+                       for q in neighbours if q is not p and context)  # fmt: skip
+    # a shared passage is cut exactly when it is longer than 2·context: the terminal's rule
+    if any(not p.shared for p in found):
+        long = [p for p in found if p.shared and p.a_end - p.a_start > 2 * context]
+        assert len(long) == sum(p.elided for p in cut)
+    else:
+        assert cut == found  # nothing to give context to: nothing cut
+
+
+@given(words, words)
+def test_passages_rebuilt_from_known_differences_are_the_alignment(a, b):
+    # what the report does with explain's Comparison.differences: no second alignment
+    assert passages(a, b, known=differences(a, b)) == passages(a, b)
+    if a and b and differences(a, b):
+        with pytest.raises(ValueError, match="not an alignment"):
+            passages(a, b + ["extra"] * 3, known=differences(a, b))
 
 
 def test_side_by_side_of_characters_and_lines():

@@ -24,7 +24,7 @@ from dedup.cluster import (
     popular_sketch,
     resemblance_bound,
 )
-from dedup.curves import p_at_least
+from dedup.curves import matches_needed, p_at_least
 from dedup.estimators import estimate, exact_resemblance
 from dedup.index import ClusterIndex, ClusterInfo
 from dedup.memory_index import MemoryIndex
@@ -127,7 +127,7 @@ def test_clusters_follow_the_resemblance_within_the_binomial_error(corpus):
     sketcher = Sketcher(SketchParams())
     s = SketchParams().size
     threshold = 0.8
-    k = math.ceil(threshold * s)  # matches needed: 80 of 100
+    k = matches_needed(threshold, s)  # 80 of 100
     clusterer = GreedyClusterer(MemoryIndex(), DedupParams(threshold=threshold))
 
     base_cluster = []

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dedup.curves import curve, p_at_least, p_within
+from dedup.curves import curve, matches_needed, p_at_least, p_within
 
 SETTINGS = settings(database=None, deadline=None, max_examples=100)
 
@@ -113,6 +113,27 @@ def test_curve_is_s_shaped():
     assert ps[0] == 0.0 and ps[-1] == 1.0
     assert ps[80] < 0.006 and ps[90] > 0.5 and ps[97] > 0.9997
     assert curve(100, 90, []) == []
+    # without resemblances: the evenly spaced grid, each r exactly i / steps
+    assert curve(100, 90) == points
+    assert [r for r, _ in curve(100, 90, steps=400)] == [i / 400 for i in range(401)]
+
+
+# --- matches_needed: K for a threshold ----------------------------------------------------------
+
+
+@SETTINGS
+@given(st.integers(1, 500), st.floats(0.0, 1.0))
+def test_matches_needed_is_the_fewest_matches_whose_estimate_reaches_the_threshold(s, t):
+    # the clusterer's own test, matches / s >= threshold, tried for every count
+    assert matches_needed(t, s) == next(j for j in range(s + 1) if j / s >= t)
+
+
+@pytest.mark.parametrize(("threshold", "s"), [(i / 100, 100) for i in range(101)]
+                         + [(i / 20, 7) for i in range(21)])  # fmt: skip
+def test_matches_needed_on_decimal_thresholds(threshold, s):
+    # thresholds written as decimals, whose products with s round either way in floating point
+    assert matches_needed(threshold, s) == next(j for j in range(s + 1) if j / s >= threshold)
+    assert matches_needed(threshold, s) == math.ceil(Fraction(str(threshold)) * s)
 
 
 # --- p_within (§4.2, errata 5) ------------------------------------------------------------------
@@ -165,6 +186,10 @@ def test_p_within_grows_with_eps(s, r, e1, e2):
         (lambda: p_within(100, 0.5, -0.1), "eps must be >= 0"),
         (lambda: p_within(100, -0.1, 0.1), "r must be in"),
         (lambda: curve(100, 90, [0.5, 2.0]), "r must be in"),
+        (lambda: curve(100, 90, steps=0), "steps must be"),
+        (lambda: matches_needed(1.5, 100), "threshold must be in"),
+        (lambda: matches_needed(float("nan"), 100), "threshold must be in"),
+        (lambda: matches_needed(0.9, 0), "sample size s"),
     ],
 )
 def test_bad_arguments(call, message):

@@ -238,11 +238,17 @@ class Explanation:
         }
 
 
-def explain(store: Store, url: str) -> Explanation:
+#: ``explain(log=...)``'s default: read the page's line from the dedup logs
+READ_LOG: Any = object()
+
+
+def explain(store: Store, url: str, *, log: dict[str, Any] | None = READ_LOG) -> Explanation:
     """Explain the decision the store holds for ``url`` (exactly this string).
 
     Raises :class:`UnknownURL` when the store has no decision for it. Reads the index, the
-    page store and the dedup logs; writes nothing.
+    page store and the dedup logs; writes nothing. A caller that explains many pages (the
+    report) has read the logs once already and passes each page's ``log`` line (or None),
+    instead of a scan of every log per page.
     """
     doc_id = store.find_url(url)
     record = store.document(doc_id) if doc_id is not None else None
@@ -253,7 +259,8 @@ def explain(store: Store, url: str) -> Explanation:
             "of it with crawler.review.urls.resolve)"
         )
     notes: list[str] = []
-    log = _log_line(store, url, doc_id)
+    if log is READ_LOG:
+        log = _log_line(store, url, doc_id)
     dropped = record.decision in DROPPED
     page = _facts(store, doc_id, record, notes, "this page", with_text=dropped)
     original = comparison = None

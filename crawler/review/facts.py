@@ -303,7 +303,7 @@ def collect(
 
         dropped = []
         for d in dropped_ids:
-            dropped.append(_explained(store, rows[d]))
+            dropped.append(_explained(store, rows[d], entries.get(d)))
             if on_explained is not None:
                 on_explained(len(dropped), len(dropped_ids))
         near_exact = [
@@ -387,12 +387,13 @@ def _row(doc_id: int, record: DocumentRecord, entry: dict[str, Any]) -> PageRow:
     )
 
 
-def _explained(store: Store, row: PageRow) -> DroppedView:
-    """What ``neardup explain`` says about a dropped page (whatever goes wrong, say so)."""
+def _explained(store: Store, row: PageRow, log: dict[str, Any] | None) -> DroppedView:
+    """What ``neardup explain`` says about a dropped page (whatever goes wrong, say so), given
+    its dedup-log line, which the report has read already."""
     from crawler.review.explain import explain
 
     try:
-        return DroppedView(row, explain(store, row.url))
+        return DroppedView(row, explain(store, row.url, log=log))
     except Exception as exc:  # noqa: BLE001 - one page's explanation must not sink the report
         return DroppedView(row, None, f"{type(exc).__name__}: {exc}")
 

@@ -188,6 +188,12 @@ def test_each_dropped_page_has_what_explain_says(site, report):
         expected = explain(store, site.base + "/hostile/title-copy.html")
     c = copy.explanation.comparison
     assert c == expected.comparison
+    # the report reads the logs once and hands each page its line: the line explain finds
+    with Store.open(site.store, readonly=True) as store:
+        for view in data.dropped:
+            assert view.explanation is not None
+            assert view.explanation.log == explain(store, view.row.url).log, view.row.url
+            assert view.explanation.log is not None
     assert c is not None and c.exact_resemblance is not None
     assert c.estimated_resemblance is not None
     # two words of 600 changed: 8 of 604 distinct 4-shingles differ

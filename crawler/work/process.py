@@ -61,28 +61,17 @@ __all__ = ["Worker"]
 
 logger = logging.getLogger(__name__)
 
-class _ChildPipe:
-    """The worker's ends of its two pipes: whole messages in; replies held until :meth:`flush`,
-    so that a burst of pages is answered with one write."""
-
-    def __init__(self, read_fd: int, write_fd: int) -> None:
-        self._receiver, self._sender = Receiver(read_fd), Sender(write_fd)
-        self.receive = self._receiver.receive
-        self.send = self._sender.queue
-        self.flush = self._sender.flush
-
-
 class _Forward(logging.Handler):
     """Sends the worker's log records to the crawl, which logs them where Scrapy logs."""
 
-    def __init__(self, pipe: _ChildPipe) -> None:
+    def __init__(self, replies: Sender) -> None:
         super().__init__(logging.INFO)
-        self.pipe = pipe
+        self.replies = replies
         self.setFormatter(logging.Formatter("%(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.pipe.send(("log", record.levelno, record.name, self.format(record)))
+            self.replies.queue(("log", record.levelno, record.name, self.format(record)))
         except Exception:  # noqa: BLE001 - logging must never break the work
             self.handleError(record)
 
@@ -106,11 +95,12 @@ def _child_main() -> None:
     die_with_parent()
     if os.getppid() != parent:  # the crawl died before we asked
         return
-    pipe = _ChildPipe(int(sys.argv[1]), int(sys.argv[2]))
+    # steps in; replies queued and flushed once per burst of steps, so a burst costs one write
+    steps, replies = Receiver(int(sys.argv[1])), Sender(int(sys.argv[2]))
     root = logging.getLogger()
-    root.addHandler(_Forward(pipe))
+    root.addHandler(_Forward(replies))
     root.setLevel(logging.INFO)
-    first = pipe.receive()
+    first = steps.receive()
     if not first:
         return
     _, config, storing, fused, run_id = first[0]
@@ -118,17 +108,16 @@ def _child_main() -> None:
     try:
         repairs = work.open()
     except Exception as exc:  # noqa: BLE001 - reported to the crawl, which stops
-        pipe.send(("open_failed", "".join(traceback.format_exception(exc)).rstrip()))
-        pipe.flush()
+        replies.send(("open_failed", "".join(traceback.format_exception(exc)).rstrip()))
         return
-    pipe.send(("opened", repairs))
+    replies.queue(("opened", repairs))
     try:
-        _serve(pipe, work, first[1:])
+        _serve(steps, replies, work, first[1:])
     finally:
         work.close()  # an aborted batch at worst: the next open cuts its WARC tail off
 
 
-def _serve(pipe: _ChildPipe, work: StoreWork, messages: list[Any]) -> None:
+def _serve(steps: Receiver, replies: Sender, work: StoreWork, messages: list[Any]) -> None:
     """Run the steps in arrival order, holding decisions while a commit waits (the hold is
     described in :mod:`crawler.work.steps`)."""
     held: deque[tuple[Any, ...]] = deque()
@@ -146,19 +135,18 @@ def _serve(pipe: _ChildPipe, work: StoreWork, messages: list[Any]) -> None:
                 outcome = work.not_stored(message[2], message[3])
             else:
                 outcome = work.tick()
-                pipe.send(("totals", {**work.totals(), "cpu": _cpu_seconds()}))
+                replies.queue(("totals", {**work.totals(), "cpu": _cpu_seconds()}))
         except Exception as exc:  # noqa: BLE001 - a bug in a step fails the store, not us
             work.fail()
             outcome = failure_outcome(exc)
-        pipe.send(("done", seq, outcome))
+        replies.queue(("done", seq, outcome))
 
     while True:
         for message in messages:
             if message[0] == "finish":
                 while held:
                     run(held.popleft())
-                pipe.send(("finished", message[1], {**work.finish(), "cpu": _cpu_seconds()}))
-                pipe.flush()
+                replies.send(("finished", message[1], {**work.finish(), "cpu": _cpu_seconds()}))
                 os._exit(0)  # all is committed and closed: no interpreter teardown to wait for
             if message[0] == "decide" and (held or work.must_hold()):
                 if not held:
@@ -173,8 +161,8 @@ def _serve(pipe: _ChildPipe, work: StoreWork, messages: list[Any]) -> None:
                     while held and (expired or not work.must_hold()):
                         run(held.popleft())
                     held_since = time.monotonic()
-        pipe.flush()
-        received = pipe.receive()
+        replies.flush()
+        received = steps.receive()
         if received is None:  # the crawl has gone without closing: commit nothing more
             return
         messages = received

@@ -2,16 +2,17 @@
 
     python -m benchmarks.content_area [--repeats 3] [--pages N] [--jobs J] [--json]
 
-On Debian's Python and PostgreSQL documentation (benchmarks.corpus: ~1,700 real pages, two
-templates, Sphinx and DocBook), it measures:
+On Debian's documentation packages (benchmarks.corpus: Python's and PostgreSQL's, Sphinx and
+DocBook, and Apache's and SQLite's manuals: ~3,300 real pages on a handful of site templates),
+it measures:
 
 * **speed**: the fast canonicaliser's MB/s of HTML per core (bytes over CPU seconds) for each
   content area (``all``, ``main``, ``include``, ``exclude``), beside Resiliparse's plain-text
   extraction (built on lexbor too) with and without its main-content mode, tokenised the same
   way, in the same run; the median of ``--repeats``, and the ratios;
-* **template pages**: every page clustered (MIN_100 of 4-word shingles, threshold 0.9, Broder's
-  greedy clustering, as ``neardup recluster`` does) with ``all``, with ``main`` and with
-  Resiliparse's main content. A dropped page whose main content shares less than half of its
+* **template pages**: every page clustered (MIN_100 of 4-word shingles, thresholds 0.9, 0.7 and
+  0.5, Broder's greedy clustering, as ``neardup recluster`` does) with ``all``, with ``main``
+  and with Resiliparse's main content. A dropped page whose main content shares less than half of its
   4-word shingles with the page it was dropped for is a *different page of one template*; the
   table counts them. After the real pages come true copies of 40 of them, which every area must
   still drop: *mirrors* (the same bytes), *versions* (one sentence added to the content), and
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import json
 import random
 import re
@@ -31,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.corpus import html_corpus
+from benchmarks.corpus import EXTRA_PACKAGES, PACKAGES, html_corpus
 from crawler.recluster.inputs import SourceDocument
 from crawler.recluster.run import recluster
 from dedup.canonical import document_tokens, html_joined_tokens, text_tokens
@@ -46,7 +48,7 @@ AREAS = {
     "exclude": ContentArea(exclude=["div.sphinxsidebar", "div.related", ".navheader", ".navfooter"]),
 }
 SHINGLE = 4
-THRESHOLD = 0.9
+THRESHOLDS = (0.9, 0.7, 0.5)
 COPIES = 40
 DIFFERENT = 0.5  # main-content resemblance below this: a different page, not a copy
 
@@ -145,9 +147,11 @@ def _resemblance(a: set[Any], b: set[Any]) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
 
-def _cluster(sources: list[SourceDocument], area: ContentArea | None, jobs: int) -> list[dict]:
+def _cluster(
+    sources: list[SourceDocument], area: ContentArea | None, threshold: float, jobs: int
+) -> list[dict]:
     out = io.StringIO()
-    recluster(iter(sources), SketchParams(), DedupParams(threshold=THRESHOLD), out=out,
+    recluster(iter(sources), SketchParams(), DedupParams(threshold=threshold), out=out,
               jobs=jobs, area=area)  # fmt: skip
     return [json.loads(line) for line in out.getvalue().splitlines()]
 
@@ -167,8 +171,8 @@ def templates(pages: list[tuple[str, bytes]], jobs: int, seed: int = 1) -> dict[
             [SourceDocument(i, "text", extract(d, True)) for i, d in everything], None)
     originals = {i for i, _ in pages}
     results: dict[str, Any] = {"pages": len(pages), "copies": len(copies)}
-    for name, (sources, area) in methods.items():
-        lines = _cluster(sources, area, jobs)
+    for (name, (sources, area)), threshold in itertools.product(methods.items(), THRESHOLDS):
+        lines = _cluster(sources, area, threshold, jobs)
         first = {}
         for line in lines:
             if line["representative"]:
@@ -188,7 +192,7 @@ def templates(pages: list[tuple[str, bytes]], jobs: int, seed: int = 1) -> dict[
             entry = by_kind.setdefault(kind, {"made": 0, "dropped": 0})
             entry["made"] += 1
             entry["dropped"] += copy_id not in kept_copy
-        results[name] = {
+        results[f"{name} @ {threshold}"] = {
             "dropped_real_pages": len(real),
             "different_pages_dropped": len(different),
             "copies": by_kind,
@@ -206,21 +210,22 @@ def _print(speeds: dict[str, dict[str, float]], template: dict[str, Any], size: 
         print("  (ratio: against Resiliparse's main-content extraction, tokenised alike)")
     print()
     print(f"{template['pages']} real pages, then {template['copies']} true copies of 40 of "
-          f"them; MIN_100, 4-word shingles, threshold {THRESHOLD}")  # fmt: skip
-    print(f"  {'area':<18}{'dropped':>9}{'different':>11}   true copies dropped")
-    for name in ("all", "main", "resiliparse main"):
-        if name not in template:
+          "them; MIN_100 of 4-word shingles, greedy clustering")  # fmt: skip
+    print(f"  {'area @ threshold':<24}{'dropped':>9}{'different':>11}   true copies dropped")
+    for threshold, name in itertools.product(THRESHOLDS, ("all", "main", "resiliparse main")):
+        key = f"{name} @ {threshold}"
+        if key not in template:
             continue
-        r = template[name]
+        r = template[key]
         copies = ", ".join(f"{k} {v['dropped']}/{v['made']}" for k, v in r["copies"].items())
-        print(f"  {name:<18}{r['dropped_real_pages']:>9}{r['different_pages_dropped']:>11}   "
+        print(f"  {key:<24}{r['dropped_real_pages']:>9}{r['different_pages_dropped']:>11}   "
               f"{copies}")  # fmt: skip
     print(f"  (different: the main content shares < {DIFFERENT:.0%} of its 4-word shingles with "
           "the page it was dropped for)")
 
 
-def _pages(limit: int | None) -> Iterator[tuple[str, bytes]]:
-    paths: list[Path] = html_corpus(min_pages=500)
+def _pages(limit: int | None, packages: Sequence[str]) -> Iterator[tuple[str, bytes]]:
+    paths: list[Path] = html_corpus(min_pages=1, packages=packages)
     for path in paths[:limit] if limit else paths:
         yield str(path.relative_to(path.parents[len(path.parents) - 4])), path.read_bytes()
 
@@ -232,9 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speed-pages", type=int, default=300,
                         help="pages in the speed sample (default 300)")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--packages", nargs="+", default=[*PACKAGES, *EXTRA_PACKAGES],
+                        help="Debian documentation packages (default: %(default)s)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    pages = list(_pages(args.pages))
+    pages = list(_pages(args.pages, args.packages))
     sample = [d for _, d in pages[:: max(1, len(pages) // args.speed_pages)]]
     speeds = speed(sample, args.repeats)
     template = templates(pages, args.jobs)

@@ -20,9 +20,11 @@ own selector engine (lexbor's for the fast one, soupsieve for the reference one)
    text in document order, each a block of its own, without the left-out elements.
 
 Selectors match as in a standards-mode document (class and id names are case-sensitive): the
-two selector engines disagree about quirks mode, so a page is parsed as if it had a doctype
-when a content area applies. That changes no text: the only tree difference is where a ``<p>``
-ends before a ``<table>``, and both are blocks.
+two selector engines disagree about quirks mode (lexbor matches class and id names without
+regard to case there, soupsieve does not), so a page is parsed as if it began with
+``<!DOCTYPE html>`` when a content area applies. The one tree difference that makes for a
+doctype-less page is that a ``<table>`` closes an open ``<p>``; both are blocks, so the page's
+text and tokens are the same, only ``p`` selectors no longer match the table and what follows.
 """
 
 from __future__ import annotations

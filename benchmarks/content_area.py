@@ -12,10 +12,10 @@ it measures:
   way, in the same run; the median of ``--repeats``, and the ratios;
 * **template pages**: every page clustered (MIN_100 of 4-word shingles, thresholds 0.9, 0.7 and
   0.5, Broder's greedy clustering, as ``neardup recluster`` does) with ``all``, with ``main``
-  and with Resiliparse's main content. A dropped page whose main content shares less than half of its
-  4-word shingles with the page it was dropped for is a *different page of one template*; the
-  table counts them. After the real pages come true copies of 40 of them, which every area must
-  still drop: *mirrors* (the same bytes), *versions* (one sentence added to the content), and
+  and with Resiliparse's main content. A dropped page whose main content shares less than half
+  of its 4-word shingles with the page it was dropped for is a *different page of one
+  template*; the table counts them. After the real pages come true copies of 40 of them,
+  which every area must still drop: *mirrors* (the same bytes), *versions* (one sentence added to the content), and
   *re-templated* copies (the same main content in another site's navigation and footer).
 """
 
@@ -45,7 +45,9 @@ AREAS = {
     "all": ContentArea(),
     "main": ContentArea("main"),
     "include": ContentArea(include=["div.body", "div.sect1", "div.chapter", "h1"]),
-    "exclude": ContentArea(exclude=["div.sphinxsidebar", "div.related", ".navheader", ".navfooter"]),
+    "exclude": ContentArea(
+        exclude=["div.sphinxsidebar", "div.related", ".navheader", ".navfooter"]
+    ),
 }
 SHINGLE = 4
 THRESHOLDS = (0.9, 0.7, 0.5)

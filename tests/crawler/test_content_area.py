@@ -156,8 +156,8 @@ def test_recluster_re_analyses_the_kept_pages_with_another_area(crawls, capsys, 
     assert [titles[f"op{k}.html"] for k in range(THIN)] == ["kept"] * THIN
     assert titles["article.html"] == "kept"
     # the whole page less the template's elements, by selectors: as good as main here
-    bare = _recluster(capsys, tmp_path, "--store", store, "--content-area", "all",
-                      "--exclude", "nav", "--exclude", ".sidebar", "--exclude", "footer")  # fmt: skip
+    template = ["--exclude", "nav", "--exclude", ".sidebar", "--exclude", "footer"]
+    bare = _recluster(capsys, tmp_path, "--store", store, "--content-area", "all", *template)
     assert [bare[f"op{k}.html"] for k in range(THIN)] == ["kept"] * THIN
     # leaving out only the navigation is not enough: sidebar and footer are 1,200 words
     nav_only = _recluster(capsys, tmp_path, "--store", store, "--content-area", "all",

@@ -50,7 +50,8 @@ def test_main_leaves_out_the_template() -> None:
 
 def test_main_falls_back_in_order() -> None:
     # no <main>: role=main; then <article>s (each of them); then <body> less its boilerplate
-    assert both("<nav>n</nav><div role=main>m</div><article>a</article>", content_area="main") == ["m"]
+    html = "<nav>n</nav><div role=main>m</div><article>a</article>"
+    assert both(html, content_area="main") == ["m"]
     assert both("<nav>n</nav><article>a</article><p>x</p><article>b</article>",
                 content_area="main") == ["a", "b"]  # fmt: skip
     assert both("<body><header>h</header><nav>n</nav><p>text</p><div class='footer'>f</div>",

@@ -108,7 +108,13 @@ def resolve(
     if roots is None:
         return None, skip
     chosen = frozenset(key(node) for node in roots)
-    return [node for node in roots if not _covered(node, chosen, skip, key, parent)], skip
+    seen: set[int] = set()
+    kept = []
+    for node in roots:  # lexbor lists an element once per selector of a list that matches it
+        if key(node) not in seen and not _covered(node, chosen, skip, key, parent):
+            seen.add(key(node))
+            kept.append(node)
+    return kept, skip
 
 
 def _covered(

@@ -190,6 +190,8 @@ areas = st.builds(
 @example("<table><p>moved</p><tr><td>cell</td></tr></table>", ContentArea(include=["p"]))
 @example("<div class=B>x</div><p>y", ContentArea(exclude=[".b"]))
 @example("<select><div>in</div></select>", ContentArea(include=["div"]))
+@example("<main>x</main>", ContentArea(include=["main", "main"]))
+@example("<p class=a>x</p>", ContentArea(include=["p", ".a", "*"]))
 def test_engines_agree_on_generated_pages(html: str, area: ContentArea) -> None:
     fast, reference = (html_text.extract(html, engine, area=area) for engine in ENGINES)
     assert fast == reference

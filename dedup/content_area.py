@@ -1,4 +1,4 @@
-"""Which elements of an HTML page are its content: the content area of :class:`ContentArea`.
+"""Which elements of an HTML page are its content: :class:`dedup.params.ContentArea` resolved.
 
 Broder's paper reads a whole document. On a real site the pages of one template share their
 navigation, sidebars and footer, often a hundred words or more, so two pages that differ in a few
@@ -30,14 +30,12 @@ text and tokens are the same, only ``p`` selectors no longer match the table and
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import soupsieve
 from selectolax.lexbor import LexborHTMLParser
-
-if TYPE_CHECKING:
-    from dedup.params import ContentArea
 
 __all__ = [
     "MAIN_BOILERPLATE", "MAIN_CANDIDATES", "STANDARDS_MODE", "context", "resolve", "selector_error",
@@ -62,6 +60,15 @@ MAIN_BOILERPLATE = (
 #: what is put before a page when a content area applies (see the module notes)
 STANDARDS_MODE = b"<!DOCTYPE html>"
 
+class Area(Protocol):
+    """What :func:`resolve` reads of a :class:`dedup.params.ContentArea` (which imports this
+    module to check its selectors, so this module does not import it)."""
+
+    content_area: str
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+
+
 _PROBE = LexborHTMLParser(b"<!DOCTYPE html><p>x</p>")
 
 
@@ -71,11 +78,15 @@ def selector_error(selector: str) -> str | None:
 
     >>> selector_error("div.note > p, #main") is None
     True
-    >>> selector_error("p:first")
-    'lexbor: Can\\'t parse CSS selector.'
+    >>> selector_error("p:first")[:37]
+    "soupsieve: ':first' was detected as a"
+    >>> selector_error("p:-soup-contains(x)")  # soupsieve's own pseudo-class
+    "lexbor: Can't parse CSS selector."
     """
     try:
-        soupsieve.compile(selector)
+        with warnings.catch_warnings():  # (a deprecated spelling is still read)
+            warnings.simplefilter("ignore")
+            soupsieve.compile(selector)
     except Exception as exc:  # soupsieve's SelectorSyntaxError, and ValueError on odd input
         return f"soupsieve: {str(exc).splitlines()[0]}"
     try:
@@ -86,7 +97,7 @@ def selector_error(selector: str) -> str | None:
 
 
 def resolve(
-    area: ContentArea,
+    area: Area,
     select: Callable[[str], list[Any]],
     key: Callable[[Any], int],
     parent: Callable[[Any], Any],

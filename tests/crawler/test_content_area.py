@@ -174,3 +174,14 @@ def test_a_bad_selector_is_one_line(crawls, capsys):
         "neardup recluster: error: setting: canonical.exclude: not a CSS selector both engines "
         "read: 'div['"
     ]
+
+
+def test_diff_with_another_area_is_refused_in_one_line(crawls, capsys):
+    # --diff compares with the dropped pages' kept text, which is of the store's own area
+    argv = ["recluster", "--store", str(crawls["main"]), "--diff", "--content-area", "all", "-q"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("neardup recluster: error: --diff compares with")
+    # the store's own area, named or not, is fine
+    assert main([*argv[:4], "--content-area", "main", "-q", "--json"]) == 0
+    capsys.readouterr()

@@ -36,7 +36,7 @@ from typing import Any
 from benchmarks.corpus import EXTRA_PACKAGES, PACKAGES, html_corpus
 from crawler.recluster.inputs import SourceDocument
 from crawler.recluster.run import recluster
-from dedup.canonical import document_tokens, html_joined_tokens, text_tokens
+from dedup.canonical import decode_html, document_tokens, html_joined_tokens, text_tokens
 from dedup.cluster import DROPPED
 from dedup.content_area import MAIN_CANDIDATES, STANDARDS_MODE, resolve
 from dedup.params import ContentArea, DedupParams, SketchParams
@@ -114,7 +114,8 @@ def _main_html(data: bytes) -> str:
     """The main content's HTML (as ``main`` chooses it), for re-templated copies."""
     from selectolax.lexbor import LexborHTMLParser
 
-    tree = LexborHTMLParser(STANDARDS_MODE + data)
+    # decoded as the canonicaliser decodes it (a Korean manual page is EUC-KR), then UTF-8
+    tree = LexborHTMLParser(STANDARDS_MODE + decode_html(data).encode("utf-8"))
     roots, _ = resolve(ContentArea("main"), tree.css, lambda n: int(n.mem_id), lambda n: n.parent)
     return "".join(root.html or "" for root in roots or [])
 

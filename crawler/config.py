@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from dedup.params import DedupParams, SketchParams
+from dedup.params import ContentArea, DedupParams, SketchParams
 
 #: read when no --config is given and it exists in the working directory
 DEFAULT_CONFIG_NAME = "config.yaml"
@@ -112,6 +112,7 @@ class Config:
     dedup: DedupParams = field(default_factory=DedupParams)
     crawl: CrawlParams = field(default_factory=CrawlParams)
     review: ReviewParams = field(default_factory=ReviewParams)
+    canonical: ContentArea = field(default_factory=ContentArea)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (lists, not tuples), as config.yaml spells it."""
@@ -131,6 +132,7 @@ _SECTIONS: dict[str, type] = {
     "dedup": DedupParams,
     "crawl": CrawlParams,
     "review": ReviewParams,
+    "canonical": ContentArea,
 }
 
 

@@ -26,7 +26,7 @@ from scrapy.logformatter import LogFormatter
 
 from crawler.config import Config, CrawlParams
 from crawler.extensions.throttle import DEFAULT_WINDOW
-from dedup.params import DedupParams, SketchParams
+from dedup.params import ContentArea, DedupParams, SketchParams
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -38,6 +38,7 @@ _CONFIG = Config()
 _SKETCH: SketchParams = _CONFIG.sketch
 _DEDUP: DedupParams = _CONFIG.dedup
 _CRAWL: CrawlParams = _CONFIG.crawl
+_AREA: ContentArea = _CONFIG.canonical
 
 # --- neardup's own settings, with their defaults ------------------------------------------------
 
@@ -48,6 +49,7 @@ NEARDUP_THRESHOLD = _DEDUP.threshold  # estimated resemblance at which a page jo
 NEARDUP_CONTAINMENT = _DEDUP.containment  # None, or containment at which a page is dropped too
 NEARDUP_REPRESENTATIVE = _DEDUP.representative  # cluster representative: "first" or "popular"
 NEARDUP_CANONICALISER = _DEDUP.canonicaliser  # HTML canonicaliser: "fast" (lexbor) or "reference"
+NEARDUP_CONTENT_AREA = _AREA.to_dict()  # which part of a page counts (dedup.params.ContentArea)
 NEARDUP_BATCH_SIZE = _CRAWL.batch_size  # pages per LMDB write transaction
 NEARDUP_BATCH_SECONDS = _CRAWL.batch_seconds  # most seconds between two LMDB commits
 NEARDUP_ALLOWED_DOMAINS: list[str] = list(_CRAWL.allowed_domains)  # [] = start URLs' hosts
@@ -130,6 +132,7 @@ def scrapy_settings(config: Config) -> dict[str, Any]:
             "NEARDUP_REPRESENTATIVE": config.dedup.representative,
             "NEARDUP_CANONICALISER": config.dedup.canonicaliser,
             "NEARDUP_CAP": config.dedup.cap,
+            "NEARDUP_CONTENT_AREA": config.canonical.to_dict(),
             "NEARDUP_BATCH_SIZE": crawl.batch_size,
             "NEARDUP_BATCH_SECONDS": crawl.batch_seconds,
             "NEARDUP_ALLOWED_DOMAINS": list(crawl.allowed_domains),

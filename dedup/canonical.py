@@ -71,6 +71,7 @@ from dedup.html_text import (
     extract_utf8,
     looks_like_html,
 )
+from dedup.params import ContentArea
 from dedup.units import JoinedTokens
 
 try:
@@ -339,34 +340,49 @@ def text_tokens(text: str, unit: str = "word") -> list[str]:
     return _as_unit(_words(text.encode("utf-8", "surrogatepass")), unit)
 
 
-def _marked(html: str | bytes, engine: str, encoding: str | None, lines: bool = True) -> bytes:
-    """The document's text with its block marks, in UTF-8 (:func:`dedup.html_text.extract`)."""
+def _marked(
+    html: str | bytes,
+    engine: str,
+    encoding: str | None,
+    lines: bool = True,
+    area: ContentArea | None = None,
+) -> bytes:
+    """The document's text with its block marks, in UTF-8 (:func:`dedup.html_text.extract`),
+    of its content ``area`` (None: the whole page)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if isinstance(html, (bytes, bytearray, memoryview)):
-        return extract_document(bytes(html), encoding, engine, lines)
+        return extract_document(bytes(html), encoding, engine, lines, area)
     if not isinstance(html, str):
         raise TypeError(f"html must be str or bytes, got {type(html).__name__}")
-    return extract_utf8(html, engine, lines)
+    return extract_utf8(html, engine, lines, area)
 
 
 def html_tokens(
-    html: str | bytes, unit: str = "word", engine: str = "fast", *, encoding: str | None = None
+    html: str | bytes,
+    unit: str = "word",
+    engine: str = "fast",
+    *,
+    encoding: str | None = None,
+    area: ContentArea | None = None,
 ) -> list[str]:
     """The canonical token stream of an HTML document.
 
     ``engine`` is ``"fast"`` (lexbor) or ``"reference"`` (BeautifulSoup); both give the same
     tokens. Bytes are decoded by :func:`decode_html`; ``encoding`` is the transport's charset
-    (e.g. from the HTTP ``Content-Type``), if known. Malformed markup never raises; empty,
-    whitespace-only and binary input gives ``[]``.
+    (e.g. from the HTTP ``Content-Type``), if known. ``area`` is the content area
+    (:class:`dedup.params.ContentArea`; None: the whole page). Malformed markup never raises;
+    empty, whitespace-only and binary input gives ``[]``.
 
     >>> html_tokens("<title>T</title><p>one<br>two</p>", unit="line")
     ['t', 'one', 'two']
     >>> html_tokens(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00")
     []
+    >>> html_tokens("<nav>Home</nav><main>The text</main>", area=ContentArea("main"))
+    ['the', 'text']
     """
     _check(unit)
-    text = _marked(html, engine, encoding, lines=unit == "line")
+    text = _marked(html, engine, encoding, lines=unit == "line", area=area)
     if unit == "line":
         return _lines(text, BREAK)
     return _as_unit(_words(text), unit)
@@ -385,7 +401,12 @@ def text_joined_tokens(text: str, unit: str = "word") -> JoinedTokens:
 
 
 def html_joined_tokens(
-    html: str | bytes, unit: str = "word", engine: str = "fast", *, encoding: str | None = None
+    html: str | bytes,
+    unit: str = "word",
+    engine: str = "fast",
+    *,
+    encoding: str | None = None,
+    area: ContentArea | None = None,
 ) -> JoinedTokens:
     """``JoinedTokens.of(html_tokens(html, unit, engine, encoding=encoding))``, made without
     the list of ``str`` objects when it can: the sketching path (crawl and re-cluster) needs
@@ -396,11 +417,17 @@ def html_joined_tokens(
     b'a\\x00rose\\x00is\\x00a\\x00rose'
     """
     if unit != "word":
-        return JoinedTokens.of(html_tokens(html, unit, engine, encoding=encoding))
-    return _joined_words(_marked(html, engine, encoding, lines=False))
+        return JoinedTokens.of(html_tokens(html, unit, engine, encoding=encoding, area=area))
+    return _joined_words(_marked(html, engine, encoding, lines=False, area=area))
 
 
-def html_text(html: str | bytes, engine: str = "fast", *, encoding: str | None = None) -> str:
+def html_text(
+    html: str | bytes,
+    engine: str = "fast",
+    *,
+    encoding: str | None = None,
+    area: ContentArea | None = None,
+) -> str:
     """The visible text of an HTML document, one line per block, whitespace collapsed.
 
     Case and punctuation are kept (it is for people: ``explain``, ``compare``); its tokens are
@@ -410,7 +437,7 @@ def html_text(html: str | bytes, engine: str = "fast", *, encoding: str | None =
     Title
     Some text, here.
     """
-    text = _marked(html, engine, encoding).decode("utf-8")
+    text = _marked(html, engine, encoding, area=area).decode("utf-8")
     lines = (" ".join(segment.split()) for segment in text.split(BREAK))
     return "\n".join(line for line in lines if line)
 
@@ -422,6 +449,7 @@ def document_tokens(
     engine: str = "fast",
     *,
     encoding: str | None = None,
+    area: ContentArea | None = None,
 ) -> JoinedTokens:
     """The canonical token stream of one document, joined: the one way from a document to its
     tokens, for every caller (the spider, the crawl's worker, re-clustering, ``explain``,
@@ -430,7 +458,9 @@ def document_tokens(
     ``kind`` is ``"html"``, ``"text"`` (bytes are UTF-8, invalid bytes replaced) or
     ``"auto"`` (HTML when the first 4 KB show an HTML tag). ``encoding`` is an HTML document's
     transport charset, if known (:func:`dedup.html_text.charset_of` reads it from a
-    Content-Type). ``.tokens()`` gives the list.
+    Content-Type). ``area`` is the content area of an HTML document
+    (:class:`dedup.params.ContentArea`; None or the default: the whole page); a text document
+    has no elements, so it is read whole. ``.tokens()`` gives the list.
 
     >>> document_tokens(b"<p>A <b>ro</b>se</p>").tokens()
     ['a', 'rose']
@@ -442,7 +472,7 @@ def document_tokens(
     if kind == "auto":
         kind = "html" if looks_like_html(data) else "text"
     if kind == "html":
-        return html_joined_tokens(data, unit, engine, encoding=encoding)
+        return html_joined_tokens(data, unit, engine, encoding=encoding, area=area)
     if kind != "text":
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")

@@ -55,9 +55,12 @@ from typing import Any, NamedTuple
 import soup5ever  # noqa: F401  (registers BeautifulSoup's "html5ever" tree builder)
 from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, XMLParsedAsHTMLWarning
 from bs4.element import NavigableString, PreformattedString, Tag
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from dedup import lexbor_text
+from dedup.content_area import STANDARDS_MODE, context, resolve
 from dedup.lexbor_text import LexborText
+from dedup.params import ContentArea
 
 __all__ = [
     "BLOCK_TAGS",
@@ -327,38 +330,66 @@ class _End(NamedTuple):
     name: str
 
 
-def _reference(data: bytes) -> str:
+def _soup(data: bytes) -> BeautifulSoup:
     with warnings.catch_warnings():
         # bs4 warns when markup looks like XML or like a file name; both are fine here
         warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
         warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
-        soup = BeautifulSoup(data, "html5ever", from_encoding="utf-8")
+        return BeautifulSoup(data, "html5ever", from_encoding="utf-8")
+
+
+def _reference(data: bytes, area: ContentArea | None = None) -> str:
+    if area is None:
+        soup = _soup(data)
+        return _reference_walk([(child, 0, 0) for child in soup.contents], "", frozenset())
+    _reference(data)  # the whole tree once: too deep is too deep, whatever the area
+    soup = _soup(STANDARDS_MODE + data)
+    roots, skip = resolve(area, soup.select, id, _parent)
+    if roots is None:
+        return _reference_walk([(child, 0, 0) for child in soup.contents], "", skip)
+    starts = [(root, *context(root, _parent, _tag_name, PRE_TAGS)) for root in roots]
+    return _reference_walk(starts, BREAK, skip)
+
+
+def _parent(node: Any) -> Any:
+    return node.parent
+
+
+def _tag_name(node: Any) -> str | None:
+    return None if isinstance(node, BeautifulSoup) else node.name
+
+
+def _reference_walk(roots: list[tuple[Any, int, int]], around: str, skip: frozenset[int]) -> str:
+    """The marked text of ``roots`` (node, how many elements it is in, how many ``pre``), each
+    with ``around`` before and after it, without the elements whose ``id()`` is in ``skip``."""
     parts: list[str] = []
-    pre = 0
-    # (node, how many elements it is in): an explicit stack, so any depth is fine
-    todo: list[tuple[Any, int]] = [(child, 0) for child in reversed(soup.contents)]
-    while todo:
-        node, depth = todo.pop()
-        if isinstance(node, _End):
-            if node.name in BLOCK_TAGS:
-                parts.append(BREAK)
-            if node.name in PRE_TAGS:
-                pre -= 1
-        elif isinstance(node, Tag):
-            if depth + 1 > MAX_DEPTH:
-                raise DocumentTooDeep(MAX_DEPTH)
-            name = node.name
-            if name in REMOVED_TAGS:
-                continue
-            if name in BLOCK_TAGS:
-                parts.append(BREAK)
-            if name in PRE_TAGS:
-                pre += 1
-            todo.append((_End(name), depth))
-            todo.extend((child, depth + 1) for child in reversed(node.contents))
-        elif isinstance(node, NavigableString) and not isinstance(node, PreformattedString):
-            # PreformattedString: comments, CDATA, processing instructions, doctypes
-            parts.append(node.translate(_PRE_NEWLINES) if pre else str(node))
+    for root, above, pre in roots:
+        parts.append(around)
+        # (node, how many elements it is in): an explicit stack, so any depth is fine
+        todo: list[tuple[Any, int]] = [(root, above)]
+        while todo:
+            node, depth = todo.pop()
+            if isinstance(node, _End):
+                if node.name in BLOCK_TAGS:
+                    parts.append(BREAK)
+                if node.name in PRE_TAGS:
+                    pre -= 1
+            elif isinstance(node, Tag):
+                if depth + 1 > MAX_DEPTH:
+                    raise DocumentTooDeep(MAX_DEPTH)
+                name = node.name
+                if name in REMOVED_TAGS or (skip and id(node) in skip):
+                    continue
+                if name in BLOCK_TAGS:
+                    parts.append(BREAK)
+                if name in PRE_TAGS:
+                    pre += 1
+                todo.append((_End(name), depth))
+                todo.extend((child, depth + 1) for child in reversed(node.contents))
+            elif isinstance(node, NavigableString) and not isinstance(node, PreformattedString):
+                # PreformattedString: comments, CDATA, processing instructions, doctypes
+                parts.append(node.translate(_PRE_NEWLINES) if pre else str(node))
+        parts.append(around)
     return "".join(parts)
 
 
@@ -373,15 +404,44 @@ FAST_IMPLEMENTATION = _fast_walk.implementation
 FAST_FALLBACK = lexbor_text.FALLBACK
 
 
-def _fast(data: bytes, lines: bool) -> bytes:
+def _fast(data: bytes, lines: bool, area: ContentArea | None = None) -> bytes:
     text = _fast_walk(data, lines, MAX_DEPTH)
     if text is None:
         raise DocumentTooDeep(MAX_DEPTH)
-    return text
+    if area is None:
+        return text
+    # the text above was the depth check (a tree too deep is refused, whatever the area);
+    # selectors need selectolax's tree, which the Python walk reads
+    tree = LexborHTMLParser(STANDARDS_MODE + data)
+    roots, skip = resolve(area, tree.css, _mem_id, _lexbor_parent)
+    if roots is None:
+        starts = None
+    else:
+        starts = [(root, *context(root, _lexbor_parent, _lexbor_name, PRE_TAGS)) for root in roots]
+    marked = _fast_walk.tree_text(tree, lines, MAX_DEPTH, starts, skip)
+    if marked is None:
+        raise DocumentTooDeep(MAX_DEPTH)
+    return marked
+
+
+def _mem_id(node: LexborNode) -> int:
+    return int(node.mem_id)
+
+
+def _lexbor_parent(node: LexborNode) -> LexborNode | None:
+    return node.parent
+
+
+def _lexbor_name(node: LexborNode) -> str | None:
+    return node.tag if node.is_element_node else None
 
 
 def extract_document(
-    data: bytes, encoding: str | None = None, engine: str = "fast", lines: bool = True
+    data: bytes,
+    encoding: str | None = None,
+    engine: str = "fast",
+    lines: bool = True,
+    area: ContentArea | None = None,
 ) -> bytes:
     """:func:`extract_utf8` of an HTML document's bytes: ``b""`` for binary data, else the
     text of ``decode_html(data, encoding)``. A UTF-8 document is parsed from its own bytes,
@@ -398,29 +458,38 @@ def extract_document(
         return b""
     prepared = _utf8_input(data, encoding)
     if prepared is None:
-        return extract_utf8(decode_html(data, encoding), engine, lines)
-    return _run(engine, prepared, lines)
+        return extract_utf8(decode_html(data, encoding), engine, lines, area)
+    return _run(engine, prepared, lines, area)
 
 
-def extract_utf8(html: str, engine: str = "fast", lines: bool = True) -> bytes:
+def extract_utf8(
+    html: str, engine: str = "fast", lines: bool = True, area: ContentArea | None = None
+) -> bytes:
     """:func:`extract`, as UTF-8 bytes (what the tokeniser reads, so the fast path skips a
     decode and an encode)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if not html or html.isspace():
         return b""
-    return _run(engine, _prepare(html), lines)
+    return _run(engine, _prepare(html), lines, area)
 
 
-def _run(engine: str, data: bytes, lines: bool) -> bytes:
+def _run(engine: str, data: bytes, lines: bool, area: ContentArea | None) -> bytes:
     """The engine on prepared input; nothing at all for none (HTML5 would still make
-    ``<html><head><body>`` of it, and their marks)."""
+    ``<html><head><body>`` of it, and their marks). ``area``: the content area, if not the
+    whole page (:mod:`dedup.content_area`)."""
     if not data:
         return b""
-    return _fast(data, lines) if engine == "fast" else _reference(data).encode("utf-8")
+    if area is not None and area.is_whole_page:
+        area = None
+    if engine == "fast":
+        return _fast(data, lines, area)
+    return _reference(data, area).encode("utf-8")
 
 
-def extract(html: str, engine: str = "fast", lines: bool = True) -> str:
+def extract(
+    html: str, engine: str = "fast", lines: bool = True, area: ContentArea | None = None
+) -> str:
     """The text of ``html`` with :data:`BREAK` at every block boundary (see the module notes).
 
     ``lines=False`` is for callers that want only words: the fast engine then marks blocks
@@ -431,4 +500,4 @@ def extract(html: str, engine: str = "fast", lines: bool = True) -> str:
     >>> extract("<ul><li>Home</li><li>Ab<b>ou</b>t</li></ul>", lines=False).split()
     ['Home', 'About']
     """
-    return extract_utf8(html, engine, lines).decode("utf-8")
+    return extract_utf8(html, engine, lines, area).decode("utf-8")

@@ -92,47 +92,74 @@ class LexborText:
             return text
         return self._walk(LexborHTMLParser(data), lines, max_depth)
 
-    def _walk(self, tree: LexborHTMLParser, lines: bool, max_depth: int) -> bytes | None:
+    def tree_text(
+        self,
+        tree: LexborHTMLParser,
+        lines: bool,
+        max_depth: int,
+        roots: list[tuple[LexborNode, int, int]],
+        skip: frozenset[int],
+    ) -> bytes | None:
+        """The marked text of a parsed ``tree``'s ``roots`` (node, depth, how many ``pre`` it is
+        in), each a block of its own, without the elements whose ``mem_id`` is in ``skip``:
+        a content area (:mod:`dedup.content_area`)."""
+        return self._walk(tree, lines, max_depth, roots, skip)
+
+    def _walk(
+        self,
+        tree: LexborHTMLParser,
+        lines: bool,
+        max_depth: int,
+        roots: list[tuple[LexborNode, int, int]] | None = None,
+        skip: frozenset[int] = frozenset(),
+    ) -> bytes | None:
         """The C walk's twin, in Python: the same order, the same marks."""
         mark = MARK if lines else _WORD_MARK
         parts: list[bytes] = []
-        pre = 0
-        # (node, depth, leaving): a document's text lives under its <html> element, which HTML5
-        # always makes; an explicit stack, so any depth is fine
-        todo: list[tuple[LexborNode, int, bool]] = []
-        if tree.root is not None:
-            todo.append((tree.root, 1, False))
-        while todo:
-            node, depth, leaving = todo.pop()
-            if node.is_text_node:
-                text = (node.text_content or "").encode("utf-8", "surrogatepass")
-                in_pre = lines and pre > 0
-                parts.append(text.replace(b"\r", b"\n").replace(b"\n", mark) if in_pre else text)
-                continue
-            if not node.is_element_node:
-                continue  # comments, doctypes
-            if depth > max_depth:
-                return None
-            tag = node.tag or ""
-            if tag in self.removed:
-                continue
-            if leaving:
+        # a document's text lives under its <html> element, which HTML5 always makes
+        if roots is None:
+            roots = [] if tree.root is None else [(tree.root, 0, 0)]
+            around = b""
+        else:
+            around = mark
+        for root, above, pre in roots:
+            parts.append(around)
+            # (node, depth, leaving): an explicit stack, so any depth is fine
+            todo: list[tuple[LexborNode, int, bool]] = [(root, above + 1, False)]
+            while todo:
+                node, depth, leaving = todo.pop()
+                if node.is_text_node:
+                    text = (node.text_content or "").encode("utf-8", "surrogatepass")
+                    in_pre = lines and pre > 0
+                    parts.append(
+                        text.replace(b"\r", b"\n").replace(b"\n", mark) if in_pre else text
+                    )
+                    continue
+                if not node.is_element_node:
+                    continue  # comments, doctypes
+                if depth > max_depth:
+                    return None
+                tag = node.tag or ""
+                if tag in self.removed or (skip and node.mem_id in skip):
+                    continue
+                if leaving:
+                    if tag in self.block:
+                        parts.append(mark)
+                    if tag in self.pre:
+                        pre -= 1
+                    continue
                 if tag in self.block:
                     parts.append(mark)
                 if tag in self.pre:
-                    pre -= 1
-                continue
-            if tag in self.block:
-                parts.append(mark)
-            if tag in self.pre:
-                pre += 1
-            todo.append((node, depth, True))
-            children = []
-            child = node.child
-            while child is not None:
-                children.append(child)
-                child = child.next
-            todo.extend((child, depth + 1, False) for child in reversed(children))
+                    pre += 1
+                todo.append((node, depth, True))
+                children = []
+                child = node.child
+                while child is not None:
+                    children.append(child)
+                    child = child.next
+                todo.extend((child, depth + 1, False) for child in reversed(children))
+            parts.append(around)
         return b"".join(parts)
 
 

@@ -133,3 +133,83 @@ def _unit_interval(name: str, value: object) -> None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
     if not ok:
         raise ValueError(f"{name} must be a number in [0, 1]; got {value!r}")
+
+
+CONTENT_AREAS = ("all", "main")
+
+
+@dataclass(frozen=True)
+class ContentArea:
+    """Which part of an HTML page its tokens come from (config section ``canonical``).
+
+    ``content_area`` is ``"all"`` (the whole page, as the paper has it: the default) or
+    ``"main"`` (the main content: navigation, sidebars, banners and footers left out, see
+    :mod:`dedup.content_area`). ``include`` (CSS selectors) replaces the choice of where the
+    content is: only the text of the elements they match counts; ``exclude`` leaves out the
+    elements it matches, with their content. Whether two pages on one template are near
+    duplicates depends on it, so a store records it, like the sketch parameters.
+
+    >>> ContentArea().is_whole_page
+    True
+    >>> ContentArea("main", exclude=[".ads"]).exclude
+    ('.ads',)
+    >>> ContentArea("body")
+    Traceback (most recent call last):
+    ...
+    ValueError: canonical.content_area must be one of all, main; got 'body'
+    >>> ContentArea(include=["div["])
+    Traceback (most recent call last):
+    ...
+    ValueError: canonical.include: not a CSS selector both engines read: 'div['
+    """
+
+    #: "all" (the whole page) or "main" (the main content, boilerplate left out)
+    content_area: str = "all"
+    #: CSS selectors of the elements whose text is the content (none: decided by content_area)
+    include: tuple[str, ...] = ()
+    #: CSS selectors of elements left out with their content
+    exclude: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _choice("canonical.content_area", self.content_area, CONTENT_AREAS)
+        for name in ("include", "exclude"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not isinstance(value, (list, tuple)):
+                raise ValueError(f"canonical.{name} must be a list of CSS selectors; got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+            for selector in value:
+                _selector(f"canonical.{name}", selector)
+
+    @property
+    def is_whole_page(self) -> bool:
+        """True for the default: every token of the page, as before content areas existed."""
+        return self.content_area == "all" and not self.include and not self.exclude
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"content_area": self.content_area, "include": list(self.include),
+                "exclude": list(self.exclude)}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ContentArea:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown canonical parameter {unknown[0]!r}")
+        return cls(**data)
+
+    def describe(self) -> str:
+        """One line for humans: ``all``, ``main``, ``main, include: main, exclude: .ads``."""
+        parts = [self.content_area]
+        if self.include:
+            parts.append("include: " + "; ".join(self.include))
+        if self.exclude:
+            parts.append("exclude: " + "; ".join(self.exclude))
+        return ", ".join(parts)
+
+
+def _selector(name: str, value: object) -> None:
+    """A selector both canonicaliser engines parse (soupsieve and lexbor), else one line."""
+    from dedup.content_area import selector_error  # (lazy: it imports the HTML parsers)
+
+    if not isinstance(value, str) or not value.strip() or selector_error(value):
+        raise ValueError(f"{name}: not a CSS selector both engines read: {value!r}")

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from dedup.canonical import CANONICALISER_VERSION
-from dedup.params import SketchParams
+from dedup.params import ContentArea, SketchParams
 from dedup.rabin import RabinFingerprinter
 from storage.errors import StoreMismatchError
 
@@ -41,10 +41,16 @@ class Manifest:
     canonicaliser_version: Any
     #: ISO 8601, UTC
     created: str
+    #: which part of a page its tokens came from; a store made before content areas read whole
+    #: pages, so a manifest without one reads as the default
+    canonical: ContentArea = ContentArea()
 
     @classmethod
-    def for_params(cls, params: SketchParams, created: str | None = None) -> Manifest:
-        """The manifest a store made now, by this code, with ``params`` would have."""
+    def for_params(
+        cls, params: SketchParams, created: str | None = None, area: ContentArea | None = None
+    ) -> Manifest:
+        """The manifest a store made now, by this code, with ``params`` (and the content
+        ``area``; None: the whole page) would have."""
         if created is None:
             created = datetime.now(timezone.utc).isoformat(timespec="seconds")
         return cls(
@@ -53,6 +59,7 @@ class Manifest:
             rabin_polynomial=rabin_polynomial(params.seed, params.fingerprint_bits),
             canonicaliser_version=CANONICALISER_VERSION,
             created=created,
+            canonical=ContentArea() if area is None else area,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -62,6 +69,7 @@ class Manifest:
             "rabin_polynomial": self.rabin_polynomial,
             "canonicaliser_version": self.canonicaliser_version,
             "created": self.created,
+            "canonical": self.canonical.to_dict(),
         }
 
     def to_json(self) -> str:
@@ -77,6 +85,7 @@ class Manifest:
                 rabin_polynomial=str(data["rabin_polynomial"]),
                 canonicaliser_version=data["canonicaliser_version"],
                 created=str(data["created"]),
+                canonical=ContentArea.from_dict(data.get("canonical", {})),
             )
         except KeyError as exc:
             raise ValueError(f"store manifest lacks the key {exc.args[0]!r}") from None
@@ -87,6 +96,7 @@ class Manifest:
         values.update({f"sketch.{k}": v for k, v in self.sketch.to_dict().items()})
         values["rabin_polynomial"] = self.rabin_polynomial
         values["canonicaliser_version"] = self.canonicaliser_version
+        values.update({f"canonical.{k}": _shown(v) for k, v in self.canonical.to_dict().items()})
         return values
 
     def check(self, wanted: Manifest, store: str) -> None:
@@ -101,8 +111,17 @@ class Manifest:
                 continue
             if key in _CODE_KEYS:
                 hint = "the code changed since; use another --store, or re-cluster into a new one"
+            elif key.startswith("canonical."):
+                hint = "use another --store, or re-analyse this one: neardup recluster --store"
             else:
                 hint = "use another --store, or the same parameters"
             raise StoreMismatchError(
                 f"store {store} was made with {key}={have}; this run asks for {want} ({hint})"
             )
+
+
+def _shown(value: Any) -> Any:
+    """A value as a mismatch line shows it: a list of selectors as its YAML-like flow."""
+    if isinstance(value, list):
+        return "[" + ", ".join(value) + "]"
+    return value

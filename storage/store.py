@@ -42,7 +42,7 @@ from typing import Any, BinaryIO
 
 import lmdb
 
-from dedup.params import SketchParams
+from dedup.params import ContentArea, SketchParams
 from dedup.sketches import Sketch, sketch_from_bytes
 from storage import lmdb_env
 from storage.errors import StoreBusyError, StoreError, StoreMismatchError, StoreNotFoundError
@@ -133,6 +133,7 @@ class Store:
         map_size: int = 1 << 30,
         warc_max_bytes: int = 1 << 30,
         durable: bool = True,
+        area: ContentArea | None = None,
     ) -> Store:
         """Open the store at ``path``, creating it (writable opens only) if it is not there.
 
@@ -141,7 +142,9 @@ class Store:
         store's writer lock (:class:`StoreBusyError` if another process holds it) and repairs an
         uncommitted WARC tail (see :attr:`repairs`). Read-only opens work beside a writer.
         ``durable=False`` is for an index that can be rebuilt from its input, such as
-        ``recluster``'s (see :func:`storage.lmdb_env.acquire`).
+        ``recluster``'s (see :func:`storage.lmdb_env.acquire`). ``area`` is the content area
+        the pages are read with: like ``params``, it must equal the store's (``None`` adopts
+        it; a new store records it).
         """
         root = Path(path)
         name = os.fspath(path)
@@ -182,7 +185,7 @@ class Store:
             raise StoreBusyError(f"store {name}: {exc}") from None
         try:
             txns = Transactions(shared.env, shared.dbs)
-            manifest = _load_manifest(txns, name, params, readonly)
+            manifest = _load_manifest(txns, name, params, readonly, area)
             position = position_from_bytes(txns.get("meta", WARC_KEY))
             pages = PageStore(pages_dir, position, max_bytes=warc_max_bytes, writable=not readonly)
             repairs = [] if readonly else pages.restore_committed()
@@ -453,13 +456,17 @@ def hold_lock(path: Path, busy: str) -> BinaryIO:
 
 
 def _load_manifest(
-    txns: Transactions, name: str, params: SketchParams | None, readonly: bool
+    txns: Transactions,
+    name: str,
+    params: SketchParams | None,
+    readonly: bool,
+    area: ContentArea | None = None,
 ) -> Manifest:
     stored = txns.get("meta", MANIFEST_KEY)
     if stored is None:
         if readonly:
             raise StoreError(f"{name} is not a neardup store yet (its index has no manifest)")
-        manifest = Manifest.for_params(params or SketchParams())
+        manifest = Manifest.for_params(params or SketchParams(), area=area)
         txns.begin_batch()
         try:
             txns.put("meta", MANIFEST_KEY, manifest.to_json().encode("utf-8"))
@@ -475,8 +482,13 @@ def _load_manifest(
             f"store {name} was made with format_version={manifest.format_version}; this code "
             f"reads {FORMAT_VERSION} (use another --store)"
         )
-    if params is not None:
-        manifest.check(Manifest.for_params(params, created=manifest.created), name)
+    if params is not None or area is not None:
+        wanted = Manifest.for_params(
+            params or manifest.sketch,
+            created=manifest.created,
+            area=manifest.canonical if area is None else area,
+        )
+        manifest.check(wanted, name)
     return manifest
 
 

@@ -83,7 +83,9 @@ def read_document(name: str, config: Config) -> LoadedDocument:
     except OSError as exc:
         raise UserError(f"cannot read {name}: {exc.strerror}") from None
     kind = "html" if looks_like_html(data) else "text"
-    tokens = document_tokens(data, kind, config.sketch.unit, config.dedup.canonicaliser)
+    tokens = document_tokens(
+        data, kind, config.sketch.unit, config.dedup.canonicaliser, area=config.canonical
+    )
     return LoadedDocument(name, kind, tokens.tokens())
 
 

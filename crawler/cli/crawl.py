@@ -342,7 +342,7 @@ def check_store(config: Config) -> None:
     from storage.store import Store
 
     try:
-        with Store.open(config.store, config.sketch) as store:
+        with Store.open(config.store, config.sketch, area=config.canonical) as store:
             GreedyClusterer(store.index, config.dedup)
     except (StoreError, OSError, ValueError) as exc:
         raise UserError(str(exc)) from None

@@ -220,6 +220,7 @@ def _comparison(e: Explanation) -> list[str]:
     if c.matches is not None:
         out.append(f"  {c.matches} of {c.sample_size} sketch entries matched")
         out.append(f"  sketch: {e.params.describe()}")
+        out.append(f"  content area: {e.area.describe()}")
     if c.has_exact:
         a, b = e.page, e.original
         assert b is not None and a.tokens is not None and b.tokens is not None

@@ -50,6 +50,13 @@ examples:
   neardup recluster --store neardup-store --shingle-size 8 --json
   neardup recluster --store neardup-store --diff --threshold 0.8
                                         which pages a threshold of 0.8 would drop or keep
+  neardup recluster --store neardup-store --content-area main
+                                        the kept pages again, by their main content only
+  neardup recluster --store neardup-store --exclude .sidebar --exclude "#comments"
+
+A store's kept pages are read with the store's own sketch parameters and content area unless
+flags (or --config/--set) give others: --content-area main compares pages by their main
+content (navigation, sidebars and footers left out), --include/--exclude by CSS selectors.
 """
 
 
@@ -80,6 +87,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="clusters read per fingerprint (the boilerplate cap; default: dedup.cap)")
     cl.add_argument("--index", metavar="DIR", help="keep the LMDB index here (default: temporary)")
     cl.add_argument("--jobs", "-j", type=int, help="worker processes (default: all cores)")
+    area = parser.add_argument_group(
+        "content area (default: the store's, else the config's canonical section)")
+    area.add_argument("--content-area", choices=["all", "main"],
+                      help="all: the whole page; main: its main content, boilerplate left out")
+    area.add_argument("--include", metavar="SELECTOR", action="append",
+                      help="CSS selector of the elements whose text counts (repeatable)")
+    area.add_argument("--exclude", metavar="SELECTOR", action="append",
+                      help="CSS selector of elements left out with their content (repeatable)")
     add_sketch_arguments(parser)
     add_config_arguments(parser)
 
@@ -114,6 +129,12 @@ def run(args: argparse.Namespace) -> int:
     if args.store and not any(getattr(args, k, None) is not None for k in (
             "shingle_size", "option", "sketch", "sketch_size", "modulus", "seed", "unit")):
         overrides.update(_store_sketch_params(args.store))
+    area_flags = {f"canonical.{k}": getattr(args, k) for k in ("content_area", "include",
+                                                              "exclude")
+                  if getattr(args, k, None) is not None}
+    if args.store and not area_flags:
+        overrides.update(_store_area(args.store))
+    overrides.update(area_flags)
     if overrides:
         config = apply_overrides(config, overrides)
     if args.jobs is not None and args.jobs < 1:
@@ -121,6 +142,10 @@ def run(args: argparse.Namespace) -> int:
     if args.index:
         _check_index_dir(Path(args.index))
     if args.diff:
+        if args.store and area_flags and _store_area(args.store) != {
+                f"canonical.{k}": v for k, v in config.canonical.to_dict().items()}:
+            raise UserError("--diff compares with the crawl's dropped pages, whose text was kept "
+                            "with the store's content area: drop --diff to re-cluster with another")
         return _run_diff(args, config)
 
     bar = None
@@ -143,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         result = recluster(
             _sources(args), config.sketch, config.dedup, out=handle, index_dir=args.index,
             jobs=args.jobs, on_progress=progress if bar is not None else None,
+            area=config.canonical,
         )
     except (InputError, StoreError) as exc:
         raise UserError(str(exc)) from None
@@ -154,14 +180,16 @@ def run(args: argparse.Namespace) -> int:
     report = result.to_dict()
     report["parameters"] = {"sketch": config.sketch.to_dict(),
                             "threshold": config.dedup.threshold,
-                            "containment": config.dedup.containment}
+                            "containment": config.dedup.containment,
+                            "canonical": config.canonical.to_dict()}
     report["output"] = args.output
     if args.json:
         print(json.dumps(report, indent=2), file=sys.stderr if out else sys.stdout)
         return 0
     lines = [
         f"sketch: {config.sketch.describe()}; threshold {config.dedup.threshold}"
-        + (f", containment {config.dedup.containment}" if config.dedup.containment else ""),
+        + (f", containment {config.dedup.containment}" if config.dedup.containment else "")
+        + f"; content area {config.canonical.describe()}",
         "",
         result.summary.render(),
     ]
@@ -190,6 +218,17 @@ def _check_index_dir(path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create --index {path}: {exc.strerror}") from None
+
+
+def _store_area(path: str) -> dict[str, object]:
+    """A store's own content area, so re-clustering it reads pages as the crawl did."""
+    from storage.store import Store
+
+    try:
+        with Store.open(path, readonly=True) as store:
+            return {f"canonical.{k}": v for k, v in store.manifest.canonical.to_dict().items()}
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot open store {path}: {exc}") from None
 
 
 def _store_sketch_params(path: str) -> dict[str, object]:

@@ -45,7 +45,7 @@ from crawler.work.page import PageView
 from crawler.work.process import Worker
 from crawler.work.settings import WORKERS, SessionSettings
 from crawler.work.steps import Outcome, StoreWork, Tally
-from dedup.params import DedupParams, SketchParams
+from dedup.params import ContentArea, DedupParams, SketchParams
 from storage.log import new_run_id
 from storage.store import Store
 
@@ -162,7 +162,7 @@ class DedupSession:
         else:
             # opened here first, so that a busy or mismatched store (or a bad run id) fails
             # open_spider, and the repairs are logged; then the worker opens it for the crawl
-            with Store.open(self.config.store, self.config.sketch) as store:
+            with Store.open(self.config.store, self.config.sketch, area=self.config.area) as store:
                 for line in store.repairs:
                     logger.warning("Store %s repaired on opening: %s", self.config.store, line)
                 with store.log(run_id) as log:
@@ -392,6 +392,9 @@ def session_settings(settings: BaseSettings) -> SessionSettings:
             canonicaliser=settings.get("NEARDUP_CANONICALISER", defaults.NEARDUP_CANONICALISER),
             cap=settings.getint("NEARDUP_CAP", defaults.NEARDUP_CAP),
         )
+        area = ContentArea.from_dict(
+            {**defaults.NEARDUP_CONTENT_AREA, **settings.getdict("NEARDUP_CONTENT_AREA")}
+        )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"NEARDUP settings: {exc}") from None
     batch_size = settings.getint("NEARDUP_BATCH_SIZE", defaults.NEARDUP_BATCH_SIZE)
@@ -416,6 +419,7 @@ def session_settings(settings: BaseSettings) -> SessionSettings:
         batch_size=batch_size,
         batch_seconds=batch_seconds,
         run_id=settings.get("NEARDUP_RUN_ID") or None,
+        area=area,
         worker=worker,
         keep_text=settings.getbool("NEARDUP_KEEP_TEXT", defaults.NEARDUP_KEEP_TEXT),
         max_text_bytes=max_text_bytes,

@@ -38,7 +38,7 @@ from crawler.recluster.inputs import FileContent, SourceDocument
 from dedup.canonical import document_tokens
 from dedup.document import Sketcher
 from dedup.html_text import DocumentTooDeep
-from dedup.params import SketchParams
+from dedup.params import ContentArea, SketchParams
 from dedup.sketches import Sketch
 
 __all__ = ["CHUNK", "SketchedDocument", "sketch_source", "sketched"]
@@ -60,18 +60,18 @@ class SketchedDocument:
 
 # --- sketching one document: the same in a worker process and in the parent -------------------
 
-_sketcher: tuple[Sketcher, str] | None = None
+_sketcher: tuple[Sketcher, str, ContentArea | None] | None = None
 
 
-def _init_sketcher(params: SketchParams, engine: str) -> None:
+def _init_sketcher(params: SketchParams, engine: str, area: ContentArea | None = None) -> None:
     global _sketcher
-    _sketcher = (Sketcher(params), engine)
+    _sketcher = (Sketcher(params), engine, area)
 
 
 def sketch_source(doc: SourceDocument) -> SketchedDocument:
     """Canonicalise and sketch one document (in a worker process, or in the parent for 1 job)."""
     assert _sketcher is not None, "call _init_sketcher first"
-    sketcher, engine = _sketcher
+    sketcher, engine, area = _sketcher
     if doc.skip_reason:
         return SketchedDocument(doc.id, None, skip_reason=doc.skip_reason)
     unit = sketcher.params.unit
@@ -82,7 +82,9 @@ def sketch_source(doc: SourceDocument) -> SketchedDocument:
         except OSError as exc:
             return SketchedDocument(doc.id, None, skip_reason=f"unreadable ({exc.strerror})")
     try:
-        tokens = document_tokens(content, doc.kind, unit, engine, encoding=doc.encoding)
+        tokens = document_tokens(
+            content, doc.kind, unit, engine, encoding=doc.encoding, area=area
+        )
     except DocumentTooDeep:
         return SketchedDocument(doc.id, None, skip_reason="too_deep")
     if not tokens:
@@ -102,6 +104,7 @@ def sketched(
     jobs: int,
     *,
     feed_here: bool = False,
+    area: ContentArea | None = None,
 ) -> Iterator[Iterator[SketchedDocument]]:
     """The sketches of ``sources``, in input order, made by ``jobs`` worker processes.
 
@@ -110,10 +113,11 @@ def sketched(
     or where processes cannot be forked, the parent reads and sketches the sources itself.
     ``feed_here`` reads the sources in a thread of this process instead of a feeder process,
     for a sources iterator whose side effects the caller reads (it costs the parent some time).
-    On exit, every process still running is stopped.
+    On exit, every process still running is stopped. ``area``: the content area HTML
+    documents are read with (None: the whole page).
     """
     if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        _init_sketcher(params, engine)
+        _init_sketcher(params, engine, area)
         yield map(sketch_source, sources)
         return
     ctx = multiprocessing.get_context("fork")
@@ -124,7 +128,7 @@ def sketched(
     readers = [Receiver(r) for r, _ in to_parent]
     processes = [
         ctx.Process(target=_worker, args=(Receiver(to_workers[k][0]), Sender(to_parent[k][1]),
-                                           params, engine, every_fd),
+                                           params, engine, every_fd, area),
                     name=f"neardup-sketcher-{k}", daemon=True)  # fmt: skip
         for k in range(jobs)
     ]
@@ -229,9 +233,9 @@ def _chunks(sources: Iterable[SourceDocument]) -> Iterator[list[SourceDocument]]
 
 
 def _worker(reader: Receiver, writer: Sender, params: SketchParams, engine: str,
-            every_fd: list[int]) -> None:  # fmt: skip
+            every_fd: list[int], area: ContentArea | None = None) -> None:  # fmt: skip
     _child({reader.fd, writer.fd}, every_fd)
-    _init_sketcher(params, engine)
+    _init_sketcher(params, engine, area)
     while True:
         try:
             kind, payload = reader.get()

@@ -32,7 +32,7 @@ from typing import IO, Any
 from crawler.recluster.inputs import SourceDocument
 from crawler.recluster.pool import sketched
 from dedup.cluster import Assignment, GreedyClusterer
-from dedup.params import DedupParams, SketchParams
+from dedup.params import ContentArea, DedupParams, SketchParams
 from dedup.summary import ClusterSummary
 
 #: documents per LMDB write transaction
@@ -74,6 +74,7 @@ def recluster(
     on_progress: Callable[[int, int], None] | None = None,
     map_size: int = MAP_SIZE,
     feed_here: bool = False,
+    area: ContentArea | None = None,
 ) -> ReclusterResult:
     """Cluster ``sources`` in order; write one clusters.jsonl line per document to ``out``.
 
@@ -81,6 +82,7 @@ def recluster(
     LMDB map the index starts with (it grows as needed; ``stats["map_growths"]`` counts how
     often). ``sources`` are read in a process of their own unless ``feed_here`` (for an
     iterator whose side effects the caller reads; see :func:`crawler.recluster.pool.sketched`).
+    ``area`` is the content area HTML documents are read with (None: the whole page).
     """
     from storage.records import DocumentRecord
     from storage.store import Store
@@ -90,10 +92,11 @@ def recluster(
     result = ReclusterResult(ClusterSummary())
     with (
         # the processes start first: none of them may hold the index's LMDB environment
-        sketched(sources, params, dedup.canonicaliser, jobs, feed_here=feed_here) as stream,
+        sketched(sources, params, dedup.canonicaliser, jobs, feed_here=feed_here, area=area)
+        as stream,
         _index_directory(index_dir) as directory,
         # the index is rebuilt from the input if lost: no fsync per batch (durable=False)
-        Store.open(directory, params, map_size=map_size, durable=False) as store,
+        Store.open(directory, params, map_size=map_size, durable=False, area=area) as store,
     ):
         clusterer = GreedyClusterer(store.index, dedup)
         while True:

@@ -33,7 +33,7 @@ from dedup.canonical import document_tokens
 from dedup.document import Sketcher, content_hash
 from dedup.estimators import estimate, exact_containment, exact_resemblance
 from dedup.html_text import charset_of
-from dedup.params import SketchParams
+from dedup.params import ContentArea, SketchParams
 from storage.errors import StoreError
 from storage.records import DROPPED, DocumentRecord
 from storage.store import Store
@@ -214,6 +214,8 @@ class Explanation:
     comparison: Comparison | None = None
     cluster: ClusterFacts | None = None
     notes: tuple[str, ...] = ()
+    #: which part of each page was compared (the store's content area)
+    area: ContentArea = ContentArea()
 
     @property
     def dropped(self) -> bool:
@@ -235,6 +237,7 @@ class Explanation:
             "log": self.log,
             "notes": list(self.notes),
             "parameters": self.params.to_dict(),
+            "canonical": self.area.to_dict(),
         }
 
 
@@ -275,6 +278,7 @@ def explain(store: Store, url: str, *, log: dict[str, Any] | None = READ_LOG) ->
     return Explanation(
         page=page,
         params=store.params,
+        area=store.manifest.canonical,
         log=log,
         original=original,
         comparison=comparison,
@@ -344,7 +348,11 @@ def _tokens(
             return None, None, False, f"its stored page cannot be read ({exc})"
         content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
         tokens = document_tokens(
-            body, "html", params.unit, encoding=charset_of(content_type)
+            body,
+            "html",
+            params.unit,
+            encoding=charset_of(content_type),
+            area=store.manifest.canonical,
         ).tokens()
         if record.content_hash is not None and content_hash(tokens) != record.content_hash:
             return tokens, "page store", False, (

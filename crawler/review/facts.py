@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dedup.curves import matches_needed
+from dedup.params import ContentArea
 from dedup.summary import ClusterSummary
 from storage.records import DROPPED
 
@@ -147,6 +148,8 @@ class ReportData:
     #: the sample sizes (matches out of how many entries) the log recorded for near duplicates
     sample_sizes: Counter[int]
     notes: list[str] = field(default_factory=list)
+    #: which part of each page was compared (the store's content area)
+    area: ContentArea = field(default_factory=ContentArea)
 
     @property
     def fetched(self) -> int:
@@ -314,6 +317,7 @@ def collect(
         return ReportData(
             store=str(Path(path)),
             params=store.params,
+            area=store.manifest.canonical,
             threshold=threshold,
             containment=containment,
             threshold_source=source,

@@ -51,6 +51,7 @@ from crawler import settings as defaults
 from crawler.items import PageItem
 from dedup.canonical import ENGINES, UNITS, document_tokens, looks_like_html
 from dedup.html_text import DocumentTooDeep, charset_of, looks_binary
+from dedup.params import ContentArea
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -140,7 +141,8 @@ class SiteSpider(Spider):
 
     Arguments (``scrapy crawl neardup -a start_urls=URL1,URL2``): ``start_urls`` and, to widen
     or narrow the default (the start URLs' hosts with their ports), ``allowed_domains``.
-    Settings: ``NEARDUP_SKETCH`` (its ``unit``), ``NEARDUP_CANONICALISER``, ``NEARDUP_INCLUDE``,
+    Settings: ``NEARDUP_SKETCH`` (its ``unit``), ``NEARDUP_CANONICALISER``,
+    ``NEARDUP_CONTENT_AREA`` (which part of a page counts), ``NEARDUP_INCLUDE``,
     ``NEARDUP_EXCLUDE``, ``NEARDUP_ALLOWED_DOMAINS``, ``NEARDUP_MAX_PAGES``, ``DEPTH_LIMIT``,
     ``REDIRECT_MAX_TIMES``.
     """
@@ -174,6 +176,11 @@ class SiteSpider(Spider):
             raise ValueError(f"NEARDUP_SKETCH unit must be one of {UNITS}; got {self.unit!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"NEARDUP_CANONICALISER must be one of {ENGINES}; got {self.engine!r}")
+        area = {**defaults.NEARDUP_CONTENT_AREA, **settings.getdict("NEARDUP_CONTENT_AREA")}
+        try:
+            self.area = ContentArea.from_dict(area)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"NEARDUP_CONTENT_AREA: {exc}") from None
         self.include = _patterns(settings, "NEARDUP_INCLUDE")
         self.exclude = _patterns(settings, "NEARDUP_EXCLUDE")
         self.max_pages = settings.getint("NEARDUP_MAX_PAGES", defaults.NEARDUP_MAX_PAGES)
@@ -311,7 +318,12 @@ class SiteSpider(Spider):
             # encoding with whichever detector is installed, and re-clustering the stored page
             # must give the very same tokens (dedup.canonical.decode_html decides, both times)
             tokens = document_tokens(
-                response.body, "html", self.unit, self.engine, encoding=charset(response)
+                response.body,
+                "html",
+                self.unit,
+                self.engine,
+                encoding=charset(response),
+                area=self.area,
             )
         except DocumentTooDeep as exc:  # bad input, not a bug: one line says so
             yield self._skip(item, "too_deep", str(exc))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from crawler.config import ReviewParams
-from dedup.params import DedupParams, SketchParams
+from dedup.params import ContentArea, DedupParams, SketchParams
 
 __all__ = ["WORKERS", "SessionSettings"]
 
@@ -29,6 +29,8 @@ class SessionSettings:
     batch_size: int
     batch_seconds: float
     run_id: str | None
+    #: which part of a page counts (canonical.content_area, include, exclude)
+    area: ContentArea = ContentArea()
     #: where the work runs: "process" (a worker process, while an asyncio loop runs) or "inline"
     worker: str = WORKERS[0]
     #: keep the canonical text of dropped pages in the store (review.keep_text)

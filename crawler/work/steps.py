@@ -159,7 +159,7 @@ class StoreWork:
 
     def open(self) -> list[str]:
         """Open the store and the run's dedup log; what opening repaired, one line each."""
-        store = Store.open(self.config.store, self.config.sketch)
+        store = Store.open(self.config.store, self.config.sketch, area=self.config.area)
         self.store = store
         self.clusterer = GreedyClusterer(store.index, self.config.dedup)
         self.log = store.log(self.run_id)
@@ -354,7 +354,11 @@ class StoreWork:
     def _canonicalise(self, page: PageView) -> JoinedTokens:
         started = time.perf_counter()
         tokens = document_tokens(
-            page.body, page.kind, self.config.sketch.unit, self.config.dedup.canonicaliser
+            page.body,
+            page.kind,
+            self.config.sketch.unit,
+            self.config.dedup.canonicaliser,
+            area=self.config.area,
         )
         self.spent("canonicalise", time.perf_counter() - started)
         return tokens

@@ -8,7 +8,7 @@ keeps this module near 15 s. ``NEARDUP_CORPUS_PAGES=all`` compares every page.
 The reference is parsed once per page and gives both the word and the line streams, through the
 same functions ``html_tokens`` uses after ``extract``; the fast engine goes through the public
 ``html_tokens`` for each unit, as the crawler does, from the page's bytes and from its decoded
-text.
+text. Each content area (issue 14) is compared on every fourth of those pages.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from benchmarks.corpus import html_corpus
 from dedup import canonical
 from dedup.canonical import decode_html, html_joined_tokens, html_tokens
 from dedup.html_text import BREAK, extract_utf8
+from dedup.params import ContentArea
 from dedup.units import JoinedTokens
 
 MIN_PAGES = 500
@@ -91,3 +92,39 @@ def test_corpus_is_installed_once(pages: list[Path]) -> None:
     assert set(pages) <= set(again)
     assert all(page.suffix == ".html" and page.is_file() for page in again)
     assert again == sorted(again)
+
+
+#: content areas the engines must agree on, page by page: the built-in main content, and
+#: selectors of the corpus's own templates (Sphinx and DocBook) and of structure
+AREAS = (
+    ContentArea("main"),
+    ContentArea(include=["div.body", "div.sect1", "div.chapter", "h1"]),
+    ContentArea(exclude=["div.sphinxsidebar", ".navheader", ".navfooter", "a", "td:first-child",
+                         "li:nth-child(2n)", "h2 + p", "div:has(> pre)"]),  # fmt: skip
+)
+AREA_STRIDE = 4  # every fourth page of those above (≥ 100 pages), for each area
+
+
+def test_engines_agree_on_every_content_area(pages: list[Path]) -> None:
+    chosen = pages[::AREA_STRIDE]
+    assert len(chosen) >= 100
+    differences = []
+    dropped = 0
+    for page in chosen:
+        data = page.read_bytes()
+        html = decode_html(data)
+        whole = len(canonical._words(extract_utf8(html, "fast")))
+        for area in AREAS:
+            marked = extract_utf8(html, "reference", area=area)
+            if extract_utf8(html, "fast", area=area) != marked:
+                fast = canonical._lines(extract_utf8(html, "fast", area=area), BREAK)
+                difference = _first_difference(fast, canonical._lines(marked, BREAK))
+                differences.append(f"{page} [{area.describe()}]: {difference}")
+            words = canonical._words(marked)
+            if html_joined_tokens(data, "word", "fast", area=area) != JoinedTokens.of(words):
+                differences.append(f"{page} [{area.describe()}, joined from bytes]")
+            dropped += whole - len(words)
+    if differences:
+        listing = "\n".join(differences)
+        pytest.fail(f"{len(differences)} differing areas in {len(chosen)} pages:\n{listing}")
+    assert dropped > 0  # the areas left something out: the selectors matched

@@ -213,3 +213,43 @@ def test_stats_report_sizes(tmp_path):
         stats = store.stats()
         assert stats["map_size"] == 1 << 30
         assert 0 < stats["used_bytes"] < stats["map_size"]
+
+
+def test_the_content_area_is_a_store_parameter(tmp_path):
+    from dedup.params import ContentArea
+
+    path = tmp_path / "s"
+    main = ContentArea("main", exclude=[".ads"])
+    Store.open(path, SketchParams(), area=main).close()
+    assert json.loads((path / "manifest.json").read_text())["canonical"] == main.to_dict()
+    with pytest.raises(StoreMismatchError) as err:
+        Store.open(path, SketchParams(), area=ContentArea())
+    assert str(err.value) == (
+        f"store {path} was made with canonical.content_area=main; this run asks for all "
+        "(use another --store, or re-analyse this one: neardup recluster --store)"
+    )
+    with pytest.raises(StoreMismatchError, match=r"canonical.exclude=\[.ads\]; this run asks "
+                                                 r"for \[.ads, #x\]"):  # fmt: skip
+        Store.open(path, area=ContentArea("main", exclude=[".ads", "#x"]), readonly=True)
+    with Store.open(path, SketchParams()) as store:  # no area given: the store's own
+        assert store.manifest.canonical == main
+    with Store.open(path, SketchParams(), area=main, readonly=True) as store:
+        assert store.manifest.canonical == main
+
+
+def test_a_store_made_before_content_areas_reads_as_all(tmp_path):
+    from dedup.params import ContentArea
+    from storage.store import MANIFEST_KEY
+
+    path = tmp_path / "old"
+    with Store.open(path, SketchParams()) as store:
+        old = json.loads(store.manifest.to_json())
+        del old["canonical"]  # what a store made before this change recorded
+        store._txns.begin_batch()
+        store._txns.put("meta", MANIFEST_KEY, json.dumps(old).encode("utf-8"))
+        store._txns.commit()
+    with Store.open(path, SketchParams(), area=ContentArea(), readonly=True) as store:
+        assert store.manifest.canonical == ContentArea()
+    with pytest.raises(StoreMismatchError, match="canonical.content_area=all; this run asks for "
+                                                 "main"):  # fmt: skip
+        Store.open(path, SketchParams(), area=ContentArea("main"), readonly=True)

@@ -11,6 +11,10 @@
  *   kinds(block, removed, pre) -> capsule                  the tag name sets of one walker
  *   marked_text(kinds, data: bytes, lines: bool, max_depth: int) -> bytes | None
  *       the walk of one UTF-8 document; None when its elements nest deeper than max_depth
+ *   tree_text(kinds, roots, skip, lines: bool, max_depth: int, around: bool) -> bytes | None
+ *       the walk of a tree parsed already (selectolax's, for a content area): only the subtrees
+ *       of roots, a sequence of (node address, elements above it, pre-formatted ones among them),
+ *       each between two marks if around; without the elements whose address is in skip
  *
  * The depth limit is there because building an HTML5 tree costs time quadratic in its depth
  * (every start tag looks up the stack of open elements): a 1 MB page of nested <div>s would take
@@ -19,6 +23,9 @@
  * deeper than max_depth", as the reference engine checks it. (The check during parsing follows
  * last children, where the parser inserts; what it cannot see is the content of a <template>,
  * which lexbor keeps apart from the tree and the walk skips anyway.)
+ *
+ * tree_text() trusts its addresses: they are selectolax's mem_id of nodes of one tree, which the
+ * caller keeps alive (and unchanged) during the call.
  *
  * The GIL is released while a document is parsed and walked. Each thread keeps one lexbor
  * document and parses into it again and again: making a document and its parser anew costs
@@ -178,35 +185,68 @@ static void leave(tag_kinds *kinds, buffer *out, lxb_node *node, const char *mar
         (*pre)--;
 }
 
-/* Document order, iteratively: text where it stands, a mark before and after each block's
- * content, nothing of removed elements, comments, doctypes or processing instructions.
- * Returns 0, or -1 at an element deeper than max_depth. */
-static int walk(tag_kinds *kinds, lxb_document *document, buffer *out, int lines,
-                size_t max_depth)
+/* the elements a walk leaves out besides the removed ones: node addresses, sorted */
+typedef struct {
+    uintptr_t *addresses;
+    size_t count;
+} node_set;
+
+static int compare_addresses(const void *a, const void *b)
 {
-    const char *mark = lines ? BREAK : "\n";
-    size_t mark_length = lines ? 3 : 1;
-    int pre = 0; /* open pre-formatted elements; only lines mode turns their newlines into marks */
-    size_t depth = 0; /* the elements that hold the node */
-    lxb_node *root = (lxb_node *)document; /* a document begins with its node */
-    lxb_node *node = node_first_child(root);
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int set_holds(const node_set *set, lxb_node *node)
+{
+    uintptr_t address = (uintptr_t)node;
+    size_t low = 0, high = set->count; /* bisection */
+    while (low < high) {
+        size_t middle = low + (high - low) / 2;
+        if (set->addresses[middle] < address)
+            low = middle + 1;
+        else
+            high = middle;
+    }
+    return low < set->count && set->addresses[low] == address;
+}
+
+/* what one walk writes, and with what */
+typedef struct {
+    tag_kinds *kinds;
+    lxb_document *document;
+    buffer *out;
+    int lines;
+    size_t max_depth;
+    const node_set *skip;
+    const char *mark;
+    size_t mark_length;
+} walker;
+
+/* The subtree of top (top included) in document order, iteratively: text where it stands, a mark
+ * before and after each block's content, nothing of removed or skipped elements, comments,
+ * doctypes or processing instructions. depth: the elements above top; pre: the pre-formatted
+ * ones among them. Returns 0, or -1 at an element deeper than max_depth. */
+static int walk(const walker *w, lxb_node *top, size_t depth, int pre)
+{
+    lxb_node *node = top;
     while (node != NULL) {
         lxb_node *child = NULL;
         unsigned int type = node_type(node);
         if (type == TYPE_TEXT) {
-            put_text(out, document, node, lines && pre > 0);
+            put_text(w->out, w->document, node, w->lines && pre > 0);
         } else if (type == TYPE_ELEMENT) {
-            if (depth + 1 > max_depth)
+            if (depth + 1 > w->max_depth)
                 return -1;
-            unsigned char kind = kind_of(kinds, node);
-            if (!(kind & KIND_REMOVED)) {
+            unsigned char kind = kind_of(w->kinds, node);
+            if (!(kind & KIND_REMOVED) && !(w->skip->count && set_holds(w->skip, node))) {
                 if (kind & KIND_BLOCK)
-                    put(out, mark, mark_length);
+                    put(w->out, w->mark, w->mark_length);
                 if (kind & KIND_PRE)
                     pre++;
                 child = node_first_child(node);
                 if (child == NULL)
-                    leave(kinds, out, node, mark, mark_length, &pre);
+                    leave(w->kinds, w->out, node, w->mark, w->mark_length, &pre);
             }
         }
         if (child != NULL) {
@@ -215,14 +255,71 @@ static int walk(tag_kinds *kinds, lxb_document *document, buffer *out, int lines
             continue;
         }
         /* no way down: the next sibling, else up, leaving each element on the way */
-        while (node != root && node_next(node) == NULL) {
+        while (node != top && node_next(node) == NULL) {
             node = node_parent(node);
-            if (node == NULL || node == root)
+            if (node == NULL)
                 return 0;
             depth--;
-            leave(kinds, out, node, mark, mark_length, &pre);
+            leave(w->kinds, w->out, node, w->mark, w->mark_length, &pre);
         }
-        node = node == root ? NULL : node_next(node);
+        node = node == top ? NULL : node_next(node);
+    }
+    return 0;
+}
+
+static void start_walker(walker *w, tag_kinds *kinds, lxb_document *document, buffer *out,
+                         int lines, size_t max_depth, const node_set *skip)
+{
+    w->kinds = kinds;
+    w->document = document;
+    w->out = out;
+    w->lines = lines;
+    w->max_depth = max_depth;
+    w->skip = skip;
+    w->mark = lines ? BREAK : "\n";
+    w->mark_length = lines ? 3 : 1;
+}
+
+/* The whole document: each of its children (a document begins with its node). */
+static int walk_document(tag_kinds *kinds, lxb_document *document, buffer *out, int lines,
+                         size_t max_depth)
+{
+    static const node_set nothing = {NULL, 0};
+    walker w;
+    start_walker(&w, kinds, document, out, lines, max_depth, &nothing);
+    for (lxb_node *node = node_first_child((lxb_node *)document); node != NULL;
+         node = node_next(node)) {
+        if (walk(&w, node, 0, 0) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* one root of a rooted walk, as tree_text() receives it */
+typedef struct {
+    lxb_node *node;
+    size_t depth;
+    int pre;
+} root;
+
+/* The roots' subtrees in turn, each between two marks if around. */
+static int walk_roots(tag_kinds *kinds, const root *roots, size_t count, const node_set *skip,
+                      buffer *out, int lines, size_t max_depth, int around)
+{
+    if (count == 0)
+        return 0;
+    lxb_document *document = roots[0].node; /* the tree's top: its document */
+    for (lxb_node *above = node_parent(document); above != NULL; above = node_parent(above))
+        document = above;
+    walker w;
+    start_walker(&w, kinds, document, out, lines, max_depth, skip);
+    for (size_t i = 0; i < count; i++) {
+        if (around)
+            put(out, w.mark, w.mark_length);
+        if (walk(&w, roots[i].node, roots[i].depth, roots[i].pre) != 0)
+            return -1;
+        if (around)
+            put(out, w.mark, w.mark_length);
     }
     return 0;
 }
@@ -425,7 +522,7 @@ static PyObject *marked_text(PyObject *Py_UNUSED(module), PyObject *args)
     lxb_document *document = thread_document();
     if (document != NULL) {
         status = parse(document, data.buf, (size_t)data.len, limit);
-        if (status == PARSED && walk(kinds, document, &out, lines, limit) != 0)
+        if (status == PARSED && walk_document(kinds, document, &out, lines, limit) != 0)
             status = TOO_DEEP;
         done_with(document, (size_t)data.len);
     }
@@ -444,6 +541,125 @@ static PyObject *marked_text(PyObject *Py_UNUSED(module), PyObject *args)
     return result;
 }
 
+/* a node address from Python (an int, not 0); for PyArg_ParseTuple's "O&" */
+static int read_address(PyObject *number, void *address)
+{
+    void *node = PyLong_AsVoidPtr(number);
+    if (node == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "a node address is 0");
+        return 0;
+    }
+    *(void **)address = node;
+    return 1;
+}
+
+/* The roots of tree_text() from Python's (address, depth, pre) tuples; NULL with an error set. */
+static root *read_roots(PyObject *sequence, size_t *count)
+{
+    PyObject *items = PySequence_Fast(sequence, "roots must be a sequence of (int, int, int)");
+    if (items == NULL)
+        return NULL;
+    Py_ssize_t length = PySequence_Fast_GET_SIZE(items);
+    root *roots = malloc((size_t)(length ? length : 1) * sizeof *roots);
+    if (roots == NULL) {
+        Py_DECREF(items);
+        return (root *)PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < length; i++) {
+        void *node;
+        Py_ssize_t depth;
+        int pre;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(items, i), "O&ni;a root is (int, int, int)",
+                              read_address, &node, &depth, &pre)) {
+            free(roots);
+            Py_DECREF(items);
+            return NULL;
+        }
+        if (depth < 0 || pre < 0) {
+            free(roots);
+            Py_DECREF(items);
+            PyErr_SetString(PyExc_ValueError, "a root's depth and pre count are not negative");
+            return NULL;
+        }
+        roots[i] = (root){node, (size_t)depth, pre};
+    }
+    Py_DECREF(items);
+    *count = (size_t)length;
+    return roots;
+}
+
+/* The skipped nodes of tree_text(), sorted for bisection; -1 with an error set. */
+static int read_skip(PyObject *sequence, node_set *set)
+{
+    PyObject *items = PySequence_Fast(sequence, "skip must be a sequence of int");
+    if (items == NULL)
+        return -1;
+    Py_ssize_t length = PySequence_Fast_GET_SIZE(items);
+    set->addresses = malloc((size_t)(length ? length : 1) * sizeof *set->addresses);
+    set->count = 0;
+    if (set->addresses == NULL) {
+        Py_DECREF(items);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < length; i++) {
+        void *node;
+        if (!read_address(PySequence_Fast_GET_ITEM(items, i), &node)) {
+            Py_DECREF(items);
+            return -1;
+        }
+        set->addresses[set->count++] = (uintptr_t)node;
+    }
+    Py_DECREF(items);
+    qsort(set->addresses, set->count, sizeof *set->addresses, compare_addresses);
+    return 0;
+}
+
+static PyObject *tree_text(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *capsule, *root_list, *skip_list;
+    int lines, around;
+    Py_ssize_t max_depth;
+    if (!PyArg_ParseTuple(args, "OOOpnp", &capsule, &root_list, &skip_list, &lines, &max_depth,
+                          &around))
+        return NULL;
+    tag_kinds *kinds = PyCapsule_GetPointer(capsule, KINDS_CAPSULE);
+    if (kinds == NULL)
+        return NULL;
+    if (!bound) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() has not been called");
+        return NULL;
+    }
+    size_t count = 0;
+    root *roots = read_roots(root_list, &count);
+    if (roots == NULL)
+        return NULL;
+    node_set skip = {NULL, 0};
+    if (read_skip(skip_list, &skip) != 0) {
+        free(skip.addresses);
+        free(roots);
+        return NULL;
+    }
+    buffer out = {NULL, 0, 0, 0};
+    int status;
+    size_t limit = max_depth < 0 ? 0 : (size_t)max_depth;
+    Py_BEGIN_ALLOW_THREADS
+    status = walk_roots(kinds, roots, count, &skip, &out, lines, limit, around);
+    Py_END_ALLOW_THREADS
+    free(skip.addresses);
+    free(roots);
+    PyObject *result = NULL;
+    if (status != 0)
+        result = Py_NewRef(Py_None);
+    else if (out.failed)
+        PyErr_NoMemory();
+    else
+        result = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.length);
+    free(out.data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"bind", bind, METH_VARARGS, "bind(functions): lexbor's function addresses"},
     {"kinds", kinds, METH_VARARGS,
@@ -451,6 +667,10 @@ static PyMethodDef methods[] = {
     {"marked_text", marked_text, METH_VARARGS,
      "marked_text(kinds, data, lines, max_depth) -> bytes | None: the marked text of one UTF-8 "
      "HTML document, None if it nests deeper than max_depth"},
+    {"tree_text", tree_text, METH_VARARGS,
+     "tree_text(kinds, roots, skip, lines, max_depth, around) -> bytes | None: the marked text "
+     "of roots ((node address, depth, pre) of a parsed tree) without the nodes in skip, None if "
+     "an element is deeper than max_depth"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -31,6 +31,8 @@ from typing import Any
 import selectolax.lexbor
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from dedup.content_area import context
+
 __all__ = ["FALLBACK", "FIXTURE", "MARK", "LexborText", "bind_c", "check_c_walk"]
 
 #: the mark at a block boundary in ``lines`` mode: :data:`dedup.html_text.BREAK` in UTF-8
@@ -97,13 +99,30 @@ class LexborText:
         tree: LexborHTMLParser,
         lines: bool,
         max_depth: int,
-        roots: list[tuple[LexborNode, int, int]],
+        roots: list[tuple[LexborNode, int, int]] | None,
         skip: frozenset[int],
     ) -> bytes | None:
         """The marked text of a parsed ``tree``'s ``roots`` (node, depth, how many ``pre`` it is
         in), each a block of its own, without the elements whose ``mem_id`` is in ``skip``:
-        a content area (:mod:`dedup.content_area`)."""
-        return self._walk(tree, lines, max_depth, roots, skip)
+        a content area (:mod:`dedup.content_area`). ``roots=None``: the whole tree, as one.
+
+        >>> walk = LexborText(block={"p", "li"}, removed={"script"}, pre={"pre"})
+        >>> tree = LexborHTMLParser(b"<p>a<b>b</b></p><ul><li>Home<li class=x>About</ul><p>c")
+        >>> roots = [(node, 3, 0) for node in tree.css("p, ul")]  # in <html><body>
+        >>> walk.tree_text(tree, False, 10, roots, frozenset(n.mem_id for n in tree.css(".x")))
+        b'\\n\\nab\\n\\n\\n\\nHome\\n\\n\\n\\nc\\n\\n'
+        """
+        if self._c is None:
+            return self._walk(tree, lines, max_depth, roots, skip)
+        # the C walk reads the nodes by address: ``tree`` keeps them alive meanwhile
+        if roots is None:
+            starts = [] if tree.root is None else [(tree.root.mem_id, 0, 0)]
+        else:
+            starts = [(node.mem_id, depth, pre) for node, depth, pre in roots]
+        text: bytes | None = self._c.tree_text(
+            self._kinds, starts, skip, lines, max_depth, roots is not None
+        )
+        return text
 
     def _walk(
         self,
@@ -171,7 +190,7 @@ FIXTURE = """<!DOCTYPE html><?php echo 1 ?><html><head><title>Caf\u00e9 &amp; \u
 <body>  <p>fo<b>o</b>bar&nbsp;baz &eacute;&#233;&#x263A; &notanentity; &lt;tag&gt;</p><!-- hidden
 <p>comment</p> --><ul><li>Home<li>Ab<span>ou</span>t</ul>
 <table>fostered<tr><td>one<table><tr><td>inner\tcell</td></tr></table>after<td>two</table>
-<pre>line one\r\nline  two\n\n</pre><template><p>kept apart</p></template>tail</p>
+<pre>line one\r\nline  two\n\n<b>in\rpre</b></pre><template><p>kept apart</p></template>tail</p>
 <div>\u65e5\u672c\u8a9e \U0001f642 \u0639\u0631\u0628\u064a<br>x\u00a0y</div>
 """.encode("utf-8")
 
@@ -184,27 +203,49 @@ FIXTURE_TAGS = (
 )  # fmt: skip
 
 
+#: the fixture's content area for the rooted walk: its roots (cells inside cells, a ``pre`` and
+#: an element inside it, an empty one) and the elements it leaves out
+FIXTURE_ROOTS, FIXTURE_SKIP = "title, td, pre, pre > b, ul, br", "span, table table, li + li"
+
+
 def check_c_walk(
     c_module: Any, python_tags: tuple[Iterable[str], ...] = FIXTURE_TAGS
 ) -> str | None:
     """None when the C walk gives the Python walk's text of :data:`FIXTURE` (both marking modes,
-    and a depth limit it exceeds); else what went wrong. ``python_tags``: the Python walk's tag
-    sets, :data:`FIXTURE_TAGS` (another value makes the walks disagree, to test the fallback)."""
+    and a depth limit it exceeds), of the whole document and of a content area of it (roots
+    :data:`FIXTURE_ROOTS`, without :data:`FIXTURE_SKIP`); else what went wrong. ``python_tags``:
+    the Python walk's tag sets, :data:`FIXTURE_TAGS` (another value makes the walks disagree, to
+    test the fallback)."""
     c_walk = LexborText(*FIXTURE_TAGS, c_module=c_module)
     python_walk = LexborText(*python_tags, use_c=False)
-    for lines in (True, False):
-        for max_depth in (100, 8):  # the inner cells are 10 deep
-            try:
-                got = c_walk(FIXTURE, lines, max_depth)
-            except Exception as error:  # noqa: BLE001  (any failure means: do not use it)
-                return f"the C walk failed on the fixture: {error!r}"
-            want = python_walk(FIXTURE, lines, max_depth)
-            if got != want:
-                return (
-                    f"the C walk and the Python walk disagree on the fixture "
-                    f"(lines={lines}, max_depth={max_depth}): {got!r:.80} != {want!r:.80}"
-                )
+    tree = LexborHTMLParser(FIXTURE)
+    roots = [(node, *_context(node, python_walk.pre)) for node in tree.css(FIXTURE_ROOTS)]
+    skip = frozenset(node.mem_id for node in tree.css(FIXTURE_SKIP))
+    walks = {
+        "the fixture": lambda walk, lines, depth: walk(FIXTURE, lines, depth),
+        "the fixture's area": lambda walk, lines, depth: walk.tree_text(
+            tree, lines, depth, roots, skip),
+        "the fixture less its area's skipped elements": lambda walk, lines, depth: walk.tree_text(
+            tree, lines, depth, None, skip),
+    }  # fmt: skip
+    for what, run in walks.items():
+        for lines in (True, False):
+            for max_depth in (100, 8):  # the inner cells are 10 deep
+                try:
+                    got = run(c_walk, lines, max_depth)
+                except Exception as error:  # noqa: BLE001  (any failure means: do not use it)
+                    return f"the C walk failed on {what}: {error!r}"
+                want = run(python_walk, lines, max_depth)
+                if got != want:
+                    return (
+                        f"the C walk and the Python walk disagree on {what} "
+                        f"(lines={lines}, max_depth={max_depth}): {got!r:.80} != {want!r:.80}"
+                    )
     return None
+
+
+def _context(node: LexborNode, pre: frozenset[str]) -> tuple[int, int]:
+    return context(node, lambda n: n.parent, lambda n: n.tag if n.is_element_node else None, pre)
 
 
 def bind_c(

@@ -11,6 +11,8 @@
  *   kinds(block, removed, pre) -> capsule                  the tag name sets of one walker
  *   marked_text(kinds, data: bytes, lines: bool, max_depth: int) -> bytes | None
  *       the walk of one UTF-8 document; None when its elements nest deeper than max_depth
+ *   fits(kinds, data: bytes, max_depth: int) -> bool
+ *       whether marked_text() gives text, not None: the same parse and walk, writing nothing
  *   tree_text(kinds, roots, skip, lines: bool, max_depth: int, around: bool) -> bytes | None
  *       the walk of a tree parsed already (selectolax's, for a content area): only the subtrees
  *       of roots, a sequence of (node address, elements above it, pre-formatted ones among them),
@@ -219,6 +221,7 @@ typedef struct {
     int lines;
     size_t max_depth;
     const node_set *skip;
+    int text; /* 0: the walk only checks the depth, its text is not wanted */
     const char *mark;
     size_t mark_length;
 } walker;
@@ -234,7 +237,8 @@ static int walk(const walker *w, lxb_node *top, size_t depth, int pre)
         lxb_node *child = NULL;
         unsigned int type = node_type(node);
         if (type == TYPE_TEXT) {
-            put_text(w->out, w->document, node, w->lines && pre > 0);
+            if (w->text)
+                put_text(w->out, w->document, node, w->lines && pre > 0);
         } else if (type == TYPE_ELEMENT) {
             if (depth + 1 > w->max_depth)
                 return -1;
@@ -276,17 +280,21 @@ static void start_walker(walker *w, tag_kinds *kinds, lxb_document *document, bu
     w->lines = lines;
     w->max_depth = max_depth;
     w->skip = skip;
+    w->text = 1;
     w->mark = lines ? BREAK : "\n";
     w->mark_length = lines ? 3 : 1;
 }
 
-/* The whole document: each of its children (a document begins with its node). */
+/* The whole document: each of its children (a document begins with its node). out NULL: only
+ * the depth is checked. */
 static int walk_document(tag_kinds *kinds, lxb_document *document, buffer *out, int lines,
                          size_t max_depth)
 {
     static const node_set nothing = {NULL, 0};
+    buffer nowhere = {NULL, 0, 0, 1}; /* takes nothing: put() ignores a buffer that failed */
     walker w;
-    start_walker(&w, kinds, document, out, lines, max_depth, &nothing);
+    start_walker(&w, kinds, document, out != NULL ? out : &nowhere, lines, max_depth, &nothing);
+    w.text = out != NULL;
     for (lxb_node *node = node_first_child((lxb_node *)document); node != NULL;
          node = node_next(node)) {
         if (walk(&w, node, 0, 0) != 0)
@@ -497,6 +505,34 @@ static PyObject *bind(PyObject *Py_UNUSED(module), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* Parses data into this thread's document and walks it, writing to out (NULL: only the depth is
+ * checked); PARSED, FAILED or TOO_DEEP. Runs without the GIL. */
+static int parse_and_walk(tag_kinds *kinds, const Py_buffer *data, int lines, size_t limit,
+                          buffer *out)
+{
+    lxb_document *document = thread_document();
+    if (document == NULL)
+        return FAILED;
+    int status = parse(document, data->buf, (size_t)data->len, limit);
+    if (status == PARSED && walk_document(kinds, document, out, lines, limit) != 0)
+        status = TOO_DEEP;
+    done_with(document, (size_t)data->len);
+    return status;
+}
+
+/* The arguments marked_text() and fits() share; NULL kinds with an error set (data released). */
+static tag_kinds *document_arguments(PyObject *capsule, Py_buffer *data)
+{
+    tag_kinds *kinds = PyCapsule_GetPointer(capsule, KINDS_CAPSULE);
+    if (kinds != NULL && !bound) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() has not been called");
+        kinds = NULL;
+    }
+    if (kinds == NULL)
+        PyBuffer_Release(data);
+    return kinds;
+}
+
 static PyObject *marked_text(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *capsule;
@@ -505,27 +541,14 @@ static PyObject *marked_text(PyObject *Py_UNUSED(module), PyObject *args)
     Py_ssize_t max_depth;
     if (!PyArg_ParseTuple(args, "Oy*pn", &capsule, &data, &lines, &max_depth))
         return NULL;
-    tag_kinds *kinds = PyCapsule_GetPointer(capsule, KINDS_CAPSULE);
-    if (kinds == NULL) {
-        PyBuffer_Release(&data);
+    tag_kinds *kinds = document_arguments(capsule, &data);
+    if (kinds == NULL)
         return NULL;
-    }
-    if (!bound) {
-        PyBuffer_Release(&data);
-        PyErr_SetString(PyExc_RuntimeError, "bind() has not been called");
-        return NULL;
-    }
     buffer out = {NULL, 0, 0, 0};
-    int status = FAILED;
+    int status;
     size_t limit = max_depth < 0 ? 0 : (size_t)max_depth;
     Py_BEGIN_ALLOW_THREADS
-    lxb_document *document = thread_document();
-    if (document != NULL) {
-        status = parse(document, data.buf, (size_t)data.len, limit);
-        if (status == PARSED && walk_document(kinds, document, &out, lines, limit) != 0)
-            status = TOO_DEEP;
-        done_with(document, (size_t)data.len);
-    }
+    status = parse_and_walk(kinds, &data, lines, limit, &out);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     PyObject *result = NULL;
@@ -539,6 +562,29 @@ static PyObject *marked_text(PyObject *Py_UNUSED(module), PyObject *args)
         result = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.length);
     free(out.data);
     return result;
+}
+
+static PyObject *fits(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *capsule;
+    Py_buffer data;
+    Py_ssize_t max_depth;
+    if (!PyArg_ParseTuple(args, "Oy*n", &capsule, &data, &max_depth))
+        return NULL;
+    tag_kinds *kinds = document_arguments(capsule, &data);
+    if (kinds == NULL)
+        return NULL;
+    int status;
+    size_t limit = max_depth < 0 ? 0 : (size_t)max_depth;
+    Py_BEGIN_ALLOW_THREADS
+    status = parse_and_walk(kinds, &data, 0, limit, NULL);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    if (status == FAILED) {
+        PyErr_SetString(PyExc_MemoryError, "lexbor could not parse the document");
+        return NULL;
+    }
+    return PyBool_FromLong(status == PARSED);
 }
 
 /* a node address from Python (an int, not 0); for PyArg_ParseTuple's "O&" */
@@ -667,6 +713,9 @@ static PyMethodDef methods[] = {
     {"marked_text", marked_text, METH_VARARGS,
      "marked_text(kinds, data, lines, max_depth) -> bytes | None: the marked text of one UTF-8 "
      "HTML document, None if it nests deeper than max_depth"},
+    {"fits", fits, METH_VARARGS,
+     "fits(kinds, data, max_depth) -> bool: whether marked_text() would give text, not None (the "
+     "same parse and walk, without the text)"},
     {"tree_text", tree_text, METH_VARARGS,
      "tree_text(kinds, roots, skip, lines, max_depth, around) -> bytes | None: the marked text "
      "of roots ((node address, depth, pre) of a parsed tree) without the nodes in skip, None if "

@@ -405,13 +405,16 @@ FAST_FALLBACK = lexbor_text.FALLBACK
 
 
 def _fast(data: bytes, lines: bool, area: ContentArea | None = None) -> bytes:
-    text = _fast_walk(data, lines, MAX_DEPTH)
-    if text is None:
-        raise DocumentTooDeep(MAX_DEPTH)
     if area is None:
+        text = _fast_walk(data, lines, MAX_DEPTH)
+        if text is None:
+            raise DocumentTooDeep(MAX_DEPTH)
         return text
-    # the text above was the depth check (a tree too deep is refused, whatever the area);
-    # selectors need selectolax's tree, which the Python walk reads
+    # a tree too deep is refused, whatever the area; and checked first, by a parse that stops
+    # as soon as the tree is too deep, for selectolax's parse does not stop
+    if not _fast_walk.fits(data, MAX_DEPTH):
+        raise DocumentTooDeep(MAX_DEPTH)
+    # selectors need selectolax's tree, which both walks can read
     tree = LexborHTMLParser(STANDARDS_MODE + data)
     roots, skip = resolve(area, tree.css, _mem_id, _lexbor_parent)
     if roots is None:

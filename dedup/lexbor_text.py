@@ -94,6 +94,18 @@ class LexborText:
             return text
         return self._walk(LexborHTMLParser(data), lines, max_depth)
 
+    def fits(self, data: bytes, max_depth: int) -> bool:
+        """Whether the walk gives ``data`` text, not None: no element more than ``max_depth``
+        levels deep (the C walk parses and walks the same, without writing the text).
+
+        >>> walk = LexborText(block={"p"}, removed=(), pre=())
+        >>> walk.fits(b"<div>" * 6, 8), walk.fits(b"<div>" * 7, 8)  # in <html><body>
+        (True, False)
+        """
+        if self._c is not None:
+            return bool(self._c.fits(self._kinds, data, max_depth))
+        return self._walk(LexborHTMLParser(data), False, max_depth) is not None
+
     def tree_text(
         self,
         tree: LexborHTMLParser,
@@ -212,7 +224,8 @@ def check_c_walk(
     c_module: Any, python_tags: tuple[Iterable[str], ...] = FIXTURE_TAGS
 ) -> str | None:
     """None when the C walk gives the Python walk's text of :data:`FIXTURE` (both marking modes,
-    and a depth limit it exceeds), of the whole document and of a content area of it (roots
+    and a depth limit it exceeds; and :meth:`LexborText.fits` alike), of the whole document and
+    of a content area of it (roots
     :data:`FIXTURE_ROOTS`, without :data:`FIXTURE_SKIP`); else what went wrong. ``python_tags``:
     the Python walk's tag sets, :data:`FIXTURE_TAGS` (another value makes the walks disagree, to
     test the fallback)."""
@@ -223,6 +236,7 @@ def check_c_walk(
     skip = frozenset(node.mem_id for node in tree.css(FIXTURE_SKIP))
     walks = {
         "the fixture": lambda walk, lines, depth: walk(FIXTURE, lines, depth),
+        "the fixture's depth": lambda walk, lines, depth: walk.fits(FIXTURE, depth),
         "the fixture's area": lambda walk, lines, depth: walk.tree_text(
             tree, lines, depth, roots, skip),
         "the fixture less its area's skipped elements": lambda walk, lines, depth: walk.tree_text(

@@ -216,8 +216,9 @@ FIXTURE_TAGS = (
 
 
 #: the fixture's content area for the rooted walk: its roots (cells inside cells, a ``pre`` and
-#: an element inside it, an empty one) and the elements it leaves out
-FIXTURE_ROOTS, FIXTURE_SKIP = "title, td, pre, pre > b, ul, br", "span, table table, li + li"
+#: an element inside it, an empty one) and the elements it leaves out (one too deep for the
+#: smaller depth limit, as a left-out element is too deep all the same)
+FIXTURE_ROOTS, FIXTURE_SKIP = "title, td, pre, pre > b, ul, br", "span, table table tr, li + li"
 
 
 def check_c_walk(

@@ -7,11 +7,15 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from dedup import html_text
 from dedup.canonical import UNITS, document_tokens, html_text as visible_text, html_tokens
-from dedup.content_area import MAIN_BOILERPLATE, MAIN_CANDIDATES, selector_error
-from dedup.html_text import DocumentTooDeep
+from dedup.content_area import (
+    MAIN_BOILERPLATE, MAIN_CANDIDATES, STANDARDS_MODE, context, resolve, selector_error,
+)
+from dedup.html_text import BLOCK_TAGS, PRE_TAGS, REMOVED_TAGS, DocumentTooDeep
+from dedup.lexbor_text import LexborText
 from dedup.params import ContentArea
 from tests.dedup.test_canonical import ENGINES, soup_text
 
@@ -203,3 +207,41 @@ def test_engines_agree_on_generated_pages(html: str, area: ContentArea) -> None:
         assert html_tokens(html, unit, "fast", area=area) == html_tokens(
             html, unit, "reference", area=area
         ), unit
+
+
+# -- the C walk of an area is the Python walk's twin ---------------------------------------------
+
+C_WALK = LexborText(BLOCK_TAGS, REMOVED_TAGS, PRE_TAGS)
+PYTHON_WALK = LexborText(BLOCK_TAGS, REMOVED_TAGS, PRE_TAGS, use_c=False)
+
+
+def _starts(nodes: list[LexborNode]) -> list[tuple[LexborNode, int, int]]:
+    name = lambda node: node.tag if node.is_element_node else None  # noqa: E731
+    return [(node, *context(node, lambda n: n.parent, name, PRE_TAGS)) for node in nodes]
+
+
+@pytest.mark.skipif(C_WALK.implementation != "C", reason="dedup._lexbor_text is not in use")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(area_soup, areas, st.sampled_from(SELECTORS), st.sampled_from(SELECTORS))
+@example("<pre>a\n<b class=a>b\rc</b></pre>", ContentArea(include=[".a"]), "b", "li")
+@example("<ul><li>a<li class=a>b</ul>", ContentArea(exclude=[".a"]), "ul", "li + li")
+@example("<div><div><b>too deep, if left out</b></div></div>", ContentArea(), "div", "b")
+@example("<pre>a<pre>b\nc<b>d\ne</b></pre></pre>", ContentArea(include=["b"]), "pre", "p")
+def test_the_c_and_python_walks_of_an_area_agree(
+    html: str, area: ContentArea, roots: str, skipped: str
+) -> None:
+    tree = LexborHTMLParser(STANDARDS_MODE + html_text._prepare(html))
+    chosen, skip = resolve(area, tree.css, lambda node: node.mem_id, lambda node: node.parent)
+    # the roots resolve() chooses, and any (one inside another, some left out, repeated)
+    raw_skip = frozenset(node.mem_id for node in tree.css(skipped))
+    walks = [
+        (None if chosen is None else _starts(chosen), skip),
+        (_starts(tree.css(roots)), raw_skip),
+        (None, raw_skip),
+    ]
+    for starts, left_out in walks:
+        for lines in (True, False):
+            for max_depth in (html_text.MAX_DEPTH, 4):  # 4: <html><body> and two more
+                c_text = C_WALK.tree_text(tree, lines, max_depth, starts, left_out)
+                python_text = PYTHON_WALK.tree_text(tree, lines, max_depth, starts, left_out)
+                assert c_text == python_text

@@ -15,6 +15,12 @@ the tree under construction is that deep (see ``_lexbor_text.c``). The Python on
 parser takes the document whole), so there a page of a million nested elements still costs its
 minutes: one more reason to install with a C compiler.
 
+A content area (:mod:`dedup.content_area`) needs selectolax's own tree, where lexbor's selectors
+find the roots and the elements left out: :meth:`LexborText.tree_text` walks that tree from the
+roots, the C walk by the nodes' addresses (selectolax's ``mem_id``), with the text and marks of
+the Python walk. Its depth check comes first, by :meth:`LexborText.fits`: selectolax's parse
+does not stop at a tree too deep.
+
 >>> walk = LexborText(block={"p", "li"}, removed={"script"}, pre={"pre"})
 >>> walk(b"<li>Home<li>Ab<b>ou</b>t<script>x</script>", lines=False, max_depth=10)
 b'\\nHome\\n\\nAbout\\n'

@@ -2,11 +2,11 @@
 
 The dedup stage decides, the storage stage stores, and both write into the same LMDB write
 transaction, so both share one :class:`DedupSession` per crawler (:meth:`DedupSession.of`). It
-reads the settings once (:func:`session_settings`), opens the store,
-hands each page (:class:`~crawler.work.page.PageView`) to the one
-:class:`~crawler.work.steps.StoreWork` that decides, stores, commits and logs (its docstring
-tells how and when), and turns what comes back into the item, or the ``DropItem``, that Scrapy
-gets, counting the ``neardup/`` stats on the event-loop thread, where Scrapy's stats live.
+reads the settings once (:func:`session_settings`), opens the store, hands each page
+(:class:`~crawler.work.page.PageView`) to the one :class:`~crawler.work.steps.StoreWork` that
+decides, stores, commits and logs (its docstring tells how and when), and turns what comes back
+into the item, or the ``DropItem``, that Scrapy gets, counting the ``neardup/`` stats on the
+event-loop thread, where Scrapy's stats live.
 
 **Where the work runs.** While an asyncio event loop runs (``NEARDUP_WORKER="process"``, the
 default), in one worker process fed over a pipe in arrival order (:mod:`crawler.work.process` says
@@ -115,9 +115,7 @@ class DedupSession:
         """The crawler's session, made from its settings on first use."""
         session = _SESSIONS.get(crawler)
         if session is None:
-            session = _SESSIONS[crawler] = cls(
-                crawler, session_settings(crawler.settings)
-            )
+            session = _SESSIONS[crawler] = cls(crawler, session_settings(crawler.settings))
         return session
 
     @classmethod

@@ -174,5 +174,10 @@ def read_store(path: str | Path) -> Iterator[SourceDocument]:
         raise InputError(f"no store at {path}")
     with Store.open(path, readonly=True) as store:
         for page in store.iter_pages():
-            ctype = next((v for k, v in page.headers if k.lower() == "content-type"), None)
-            yield SourceDocument(page.url, "html", page.body, encoding=charset_of(ctype or ""))
+            yield store_page_document(page.url, page.headers, page.body)
+
+
+def store_page_document(url: str, headers: list[tuple[str, str]], body: bytes) -> SourceDocument:
+    """A stored page as a document, decoded with the charset its HTTP headers named."""
+    ctype = next((v for k, v in headers if k.lower() == "content-type"), None)
+    return SourceDocument(url, "html", body, encoding=charset_of(ctype or ""))

@@ -1,0 +1,637 @@
+"""``neardup recluster --engine spark``: the same re-clustering, distributed by Apache Spark.
+
+Same tokens, same sketches, same decisions as the single-machine engine
+(:func:`crawler.recluster.run.recluster`), with no single-process stage:
+
+1. **Read and sketch, in executors.** The input is cut into tasks on the driver without reading
+   any page: one task per WARC or JSON Lines file (as cc-pyspark reads Common Crawl), chunks of
+   HTML file names or of a store's page locations. Each executor reads its task and runs
+   :func:`crawler.recluster.pool.sketch_source` on each document, the function the local
+   engine's worker processes run. A document's key is its place in the input (the task's
+   ordinal, then the record's ordinal in it), never its partition, so reruns and any number of
+   partitions give the same output, in input order. Input that cannot be used becomes a skipped
+   document with its reason, as in the local engine; a file that breaks off mid-way keeps the
+   documents before the break.
+2. **Exact duplicates** by content hash: the first document of each hash (its *leader*) is
+   clustered; every later copy joins the leader's cluster, as the local index's exact table
+   does.
+3. **Candidates.** Each leader indexes the rarest part of its sketch that
+   :func:`dedup.cluster.indexed_count` proves sufficient (rarest by the corpus's own fingerprint
+   counts), joined on fingerprint with every leader's whole sketch. A fingerprint's postings are
+   cut at the boilerplate cap (the ``cap`` lowest keys, as the local index keeps the lowest
+   cluster ids); a pair is estimated only when it meets :func:`dedup.cluster.hits_needed`
+   indexed fingerprints (or, under the containment rule, the resemblance bound), and
+   :func:`dedup.estimators.estimate` decides which pairs qualify.
+4. **Greedy rounds** (:mod:`crawler.recluster.rounds`): a document is decided once every
+   candidate before its first kept one is decided; cluster ids number the kept documents in
+   input order, as the local index numbers its clusters.
+
+Where the two engines can differ: only through the cap. The local engine's postings hold
+representatives only; here they hold every leader that might become one, so a fingerprint in
+the indexed part of more than ``cap`` near-identical leaders is cut where the local index is
+not (and the local engine, which picks the "rarest" part from the counts seen so far, indexes
+common fingerprints early in a corpus where this engine does not). The tests and the benchmark
+count such documents.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import re
+import shutil
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from operator import add
+from pathlib import Path
+from typing import IO, Any
+
+from crawler.recluster.inputs import (
+    HTML_SUFFIXES,
+    InputError,
+    SourceDocument,
+    _check_archive_start,
+    read_html_files,
+    read_jsonl,
+    read_warc,
+    store_page_document,
+)
+from crawler.recluster.pool import SketchedDocument, _init_sketcher, sketch_source
+from crawler.recluster.rounds import JOINED, KEPT, decide, preference
+from crawler.recluster.run import ReclusterResult, _line, _number
+from dedup.cluster import (
+    Assignment,
+    Decision,
+    _hit_survivors,
+    _survivors,
+    bound_denominator,
+    hits_needed,
+    indexed_count,
+)
+from dedup.estimators import estimate
+from dedup.index import ClusterInfo
+from dedup.params import DedupParams, SketchParams
+from dedup.summary import ClusterSummary
+
+__all__ = ["SparkUnavailable", "Task", "recluster_spark", "spark_session", "tasks"]
+
+#: a document's key: its task's ordinal in the high bits, its ordinal in the task in the low
+RECORD_BITS = 32
+#: HTML files or store pages per task
+TASK_DOCUMENTS = 256
+#: marks a capped fingerprint among a document's candidate hits
+_CAPPED = -1
+
+#: what a --master may look like (Spark's own parser gives a Java stack trace instead)
+_MASTER = re.compile(
+    r"^(local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|spark://\S+|yarn|k8s://\S+)$"
+)
+
+
+class SparkUnavailable(RuntimeError):
+    """Spark cannot start here (no pyspark, no Java, a bad master URL); one line for the user."""
+
+
+# --- the Spark session ---------------------------------------------------------------------------
+
+
+def spark_session(master: str | None, *, quiet: bool = True) -> tuple[Any, bool]:
+    """The active SparkSession (under ``spark-submit``, or a caller's), else a new one on
+    ``master`` (default ``local[*]``); and whether it was made here (then the caller stops it).
+
+    The local workers run this Python (``PYSPARK_PYTHON`` unless set): the one neardup is
+    installed in.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SparkUnavailable(
+            "--engine spark needs pyspark: pip install 'neardup[spark]'"
+        ) from None
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started a JVM for us
+    if not submitted and not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        raise SparkUnavailable("--engine spark needs Java 17 or later: install a JDK or set JAVA_HOME")
+    if master is not None and not _MASTER.match(master):
+        raise SparkUnavailable(
+            f"--master {master!r} is not a Spark master URL "
+            "(local, local[N], local[*], local[N,RETRIES], spark://HOST:PORT, yarn, k8s://URL)"
+        )
+    builder = SparkSession.builder.appName("neardup recluster")
+    if not submitted:
+        master = master or "local[*]"
+        builder = builder.master(master)
+        if master.startswith("local"):
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = builder.config("spark.ui.showConsoleProgress", "false" if quiet else "true")
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:  # py4j's errors carry a Java stack trace: keep its first line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SparkUnavailable(f"cannot start Spark on {master}: {first}") from None
+    session.sparkContext.setLogLevel("ERROR")
+    return session, True
+
+
+# --- tasks: the input cut on the driver, read in executors ---------------------------------------
+
+
+@dataclass(frozen=True)
+class Task:
+    """One executor task's share of the input: ``kind`` and what it reads."""
+
+    ordinal: int
+    kind: str  # "warc", "jsonl", "html", "store"
+    path: str = ""
+    #: html: the files; store: (url, page location) of each page
+    items: tuple[Any, ...] = ()
+    id_field: str = "id"
+    text_field: str = "text"
+
+
+def tasks(
+    *,
+    store: str | None = None,
+    warc: Iterable[str] = (),
+    jsonl: Iterable[str] = (),
+    html: Iterable[str] = (),
+    id_field: str = "id",
+    text_field: str = "text",
+) -> list[Task]:
+    """The tasks of an input, in input order (store, WARC, JSON Lines, HTML, as the local engine
+    chains them). Reads no page: a missing file, or a file that does not begin like a WARC, is
+    an :class:`InputError` here, before any work, as in the local engine."""
+    out: list[Task] = []
+    if store:
+        for chunk in _chunks(_store_pages(store), TASK_DOCUMENTS):
+            out.append(Task(len(out), "store", store, tuple(chunk)))
+    for path in warc:
+        if not _remote(path):
+            try:
+                with open(path, "rb") as stream:
+                    _check_archive_start(stream, path)
+            except OSError as exc:
+                raise InputError(f"cannot read {path}: {exc.strerror}") from None
+        out.append(Task(len(out), "warc", str(path)))
+    for path in jsonl:
+        if not _remote(path) and not Path(path).is_file():
+            raise InputError(f"cannot read {path}: no such file")
+        out.append(Task(len(out), "jsonl", str(path), id_field=id_field, text_field=text_field))
+    files = [doc.content.path for doc in read_html_files(html)]  # type: ignore[union-attr]
+    for chunk in _chunks(files, TASK_DOCUMENTS):
+        out.append(Task(len(out), "html", items=tuple(chunk)))
+    return out
+
+
+def _remote(path: str) -> bool:
+    """A Hadoop file system URL (hdfs://, s3a://, ...), read through Spark, not ``open``."""
+    return "://" in str(path) and not str(path).startswith("file://")
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _store_pages(path: str) -> Iterator[tuple[str, Any]]:
+    """(url, page location) of a store's kept pages, in document order (no page is read)."""
+    from storage.errors import StoreError
+    from storage.store import Store
+
+    if not Path(path).is_dir():
+        raise InputError(f"no store at {path}")
+    try:
+        with Store.open(path, readonly=True) as st:
+            for _, record in st.documents():
+                if record.page is not None:
+                    yield record.url, record.page
+    except StoreError as exc:
+        raise InputError(str(exc)) from None
+
+
+def read_task(task: Task, remote: bytes | None = None) -> Iterator[SourceDocument]:
+    """The documents of one task, in order. A file that breaks off yields, after the documents
+    before the break, one skipped document that says why (the job goes on)."""
+    try:
+        if task.kind == "warc":
+            if remote is not None:
+                yield from _read_warc_bytes(task.path, remote)
+            else:
+                yield from read_warc([task.path])
+        elif task.kind == "jsonl":
+            yield from read_jsonl([task.path], task.id_field, task.text_field)
+        elif task.kind == "html":
+            yield from read_html_files(task.items)
+        elif task.kind == "store":
+            yield from _read_store_pages(task.path, task.items)
+    except Exception as exc:  # a corrupt or vanished file: say so, keep what came before
+        reason = f"unreadable_{task.kind} ({type(exc).__name__})"
+        yield SourceDocument(task.path or task.kind, "html", b"", skip_reason=reason)
+
+
+def _read_warc_bytes(path: str, data: bytes) -> Iterator[SourceDocument]:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".warc") as fh:
+        fh.write(data)
+        fh.flush()
+        for doc in read_warc([fh.name]):
+            yield doc
+
+
+def _read_store_pages(path: str, items: tuple[Any, ...]) -> Iterator[SourceDocument]:
+    from storage.store import Store
+
+    with Store.open(path, readonly=True) as st:
+        for url, location in items:
+            try:
+                page = st.pages.read(location)
+            except Exception as exc:
+                yield SourceDocument(url, "html", b"", skip_reason=f"unreadable ({type(exc).__name__})")
+                continue
+            yield store_page_document(page.url, page.headers, page.body)
+
+
+# --- sketching, in executors ---------------------------------------------------------------------
+
+
+@dataclass
+class SparkJob:
+    """What the executors run; ``sketch`` is the per-document function (tests wrap it)."""
+
+    params: SketchParams
+    dedup: DedupParams
+    partitions: int
+    sketch: Callable[[SourceDocument], SketchedDocument] = sketch_source
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def _sketch_partition(job: SparkJob) -> Callable[[Iterable[tuple[int, SourceDocument]]], Iterator]:
+    params, engine, sketch = job.params, job.dedup.canonicaliser, job.sketch
+
+    def run(docs: Iterable[tuple[int, SourceDocument]]) -> Iterator[tuple[int, tuple]]:
+        _init_sketcher(params, engine)
+        for key, doc in docs:
+            try:
+                made = sketch(doc)
+            except Exception as exc:  # a page that breaks the canonicaliser: skipped, not fatal
+                made = SketchedDocument(doc.id, None, skip_reason=f"error ({type(exc).__name__})")
+            yield key, (made.id, made.sketch, made.content_hash, made.skip_reason)
+
+    return run
+
+
+def _task_documents(item: tuple[Task, bytes | None]) -> Iterator[tuple[int, SourceDocument]]:
+    task, remote = item
+    base = task.ordinal << RECORD_BITS
+    for n, doc in enumerate(read_task(task, remote)):
+        yield base + n, doc
+
+
+def sketched_rdd(sc: Any, job: SparkJob, work: list[Task]) -> Any:
+    """(key, (id, sketch | None, content hash, skip reason)) for every document, one Spark
+    partition per task (so a WARC file is read by one task, start to end)."""
+    local = [(t, None) for t in work if not (t.kind == "warc" and _remote(t.path))]
+    rdd = sc.parallelize(local, max(1, len(local))) if local else sc.emptyRDD()
+    remote = [t for t in work if t.kind == "warc" and _remote(t.path)]
+    if remote:
+        by_path = {t.path: t for t in remote}
+        files = sc.binaryFiles(",".join(by_path)).map(lambda kv: (by_path[kv[0]], kv[1]))
+        rdd = rdd.union(files)
+    return rdd.flatMap(_task_documents).mapPartitions(_sketch_partition(job))
+
+
+# --- clustering, distributed ---------------------------------------------------------------------
+
+
+def _leaders(docs: Any, partitions: int) -> tuple[Any, Any]:
+    """The first document of each content hash with its sketch, (key, sketch), and every later
+    copy as (key, (leader key, its own resemblance to itself))."""
+    by_hash = docs.map(lambda kv: (kv[1][1], (kv[0], kv[1][0])))
+    first = by_hash.reduceByKey(lambda a, b: a if a[0] < b[0] else b, partitions)
+    leaders = first.map(lambda kv: kv[1])
+    copies = (
+        by_hash.join(first.mapValues(lambda v: v[0]), partitions)
+        .filter(lambda kv: kv[1][0][0] != kv[1][1])
+        .map(lambda kv: (kv[1][0][0], (kv[1][1], estimate(kv[1][0][1], kv[1][0][1]).resemblance)))
+    )
+    return leaders, copies
+
+
+def _postings(leaders: Any, queries: Any, need: float, cap: int, partitions: int) -> Any:
+    """fingerprint → the ``cap + 1`` lowest leader keys whose indexed part holds it."""
+    if need > 0:
+        # each leader indexes its rarest indexed_count fingerprints, by the corpus's counts
+        counts = queries.mapValues(lambda _: 1).reduceByKey(add, partitions)
+        share = leaders.map(lambda kv: (kv[0], _indexed_share(kv[1], need)))
+        entries = (
+            queries.join(counts, partitions)
+            .map(lambda kv: (kv[1][0], (kv[1][1], kv[0])))
+            .groupByKey(partitions)
+            .join(share, partitions)
+            .flatMap(lambda kv: ((f, kv[0]) for _, f in heapq.nsmallest(kv[1][1], kv[1][0])))
+        )
+    else:
+        entries = queries
+
+    def add_one(low: list[int], key: int) -> list[int]:
+        if len(low) <= cap:
+            heapq.heappush(low, -key)
+        elif -low[0] > key:
+            heapq.heapreplace(low, -key)
+        return low
+
+    def merge(a: list[int], b: list[int]) -> list[int]:
+        for neg in b:
+            add_one(a, -neg)
+        return a
+
+    return entries.aggregateByKey([], add_one, merge, partitions).mapValues(
+        lambda low: sorted(-neg for neg in low)
+    )
+
+
+def _indexed_share(sketch: Any, need: float) -> int:
+    """How many of a leader's fingerprints are indexed (all, for kinds with no proven bound)."""
+    distinct = sketch.distinct().size
+    if bound_denominator(sketch) is None:
+        return int(distinct)
+    return indexed_count(int(distinct), need)
+
+
+def _hits(kv: tuple[int, tuple[int, list[int]]], cap: int) -> Iterator[tuple[int, int]]:
+    """(document, earlier leader) per indexed fingerprint they share, as the local index reads
+    it: the ``cap`` lowest earlier leaders, and a capped mark when there were more."""
+    _, (d, low) = kv
+    earlier = [e for e in low if e < d]
+    for e in earlier[:cap]:
+        yield d, e
+    if len(earlier) > cap:
+        yield d, _CAPPED
+
+
+def _survivors_of(
+    d: int, hits: Iterable[int], sketch: Any, dedup: DedupParams, need: float
+) -> tuple[int, list[int], int, int]:
+    """The leaders worth estimating for document ``d``, as GreedyClusterer.decide picks them;
+    with how many were pruned and how many of its fingerprints were capped."""
+    shared: Counter[int] = Counter()
+    capped = 0
+    for e in hits:
+        if e == _CAPPED:
+            capped += 1
+        else:
+            shared[e] += 1
+    containment = dedup.containment is not None
+    denominator = bound_denominator(sketch, containment=containment)
+    if need > 0:
+        least = None if denominator is None else hits_needed(denominator, need)
+        keep, pruned = _hit_survivors(shared, capped, least)
+    else:
+        bound = dedup.threshold if not containment else min(dedup.threshold, dedup.containment)
+        keep, pruned = _survivors(shared, capped, denominator, bound)
+    return d, keep, pruned, capped
+
+
+def _decide_partition(
+    rows: Iterable[tuple[int, tuple[Iterable[Any], Iterable[tuple[int, int]]]]],
+) -> Iterator[tuple[str, int, Any]]:
+    """One round for a partition of pending documents: take in the statuses of their candidates
+    decided last round; emit each still pending as ("S", key, state) and each decided as
+    ("D", key, decision)."""
+    for d, (states, updates) in rows:
+        states = list(states)
+        if not states:  # an update for a document decided already
+            continue
+        prefs, status = states[0]
+        status = dict(status)
+        status.update(updates)
+        decision = decide(prefs, status)
+        if decision is None:
+            yield "S", d, (prefs, status)
+        else:
+            yield "D", d, decision
+
+
+def greedy_rounds(sc: Any, leaders: Any, estimates: Any, dedup: DedupParams, partitions: int) -> tuple[Any, int]:
+    """(leader key, (kind, representative key, resemblance)) for every leader, and the rounds."""
+    threshold, containment = dedup.threshold, dedup.containment
+    prefs = (
+        estimates.groupByKey(partitions)
+        .mapValues(lambda est: preference(est, threshold, containment))
+        .filter(lambda kv: kv[1])
+    )
+    waiting = prefs.mapValues(lambda p: (p, {})).partitionBy(partitions).persist()
+    by_candidate = (
+        prefs.flatMap(lambda kv: ((e, kv[0]) for e in {p[0] for p in kv[1]}))
+        .partitionBy(partitions)
+        .persist()
+    )
+    first = leaders.keys().map(lambda d: (d, None)).subtractByKey(waiting)
+    decided = first.map(lambda kv: (kv[0], ("kept", None, None))).persist()
+    done = [decided]
+    rounds = 1
+    pending = waiting.count()
+    while pending:
+        status = decided.mapValues(lambda v: KEPT if v[0] == "kept" else JOINED)
+        updates = by_candidate.join(status, partitions).map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))
+        step = waiting.cogroup(updates, partitions).mapPartitions(_decide_partition).persist()
+        step.localCheckpoint()  # the next round starts from here, not from the first
+        counts = step.map(lambda t: t[0]).countByValue()
+        now_pending, newly = counts.get("S", 0), counts.get("D", 0)
+        new_waiting = step.filter(lambda t: t[0] == "S").map(lambda t: (t[1], t[2]))
+        new_waiting = new_waiting.partitionBy(partitions).persist()
+        decided = step.filter(lambda t: t[0] == "D").map(lambda t: (t[1], t[2])).persist()
+        if newly == 0 and now_pending:
+            raise RuntimeError("greedy rounds made no progress (a bug: candidates are earlier)")
+        waiting.unpersist()
+        waiting, pending = new_waiting, now_pending
+        done.append(decided)
+        rounds += 1
+    by_candidate.unpersist()
+    waiting.unpersist()
+    return sc.union(done), rounds
+
+
+def cluster(sc: Any, sketched: Any, job: SparkJob) -> tuple[Any, dict[str, int]]:
+    """(key, (cluster id, representative, resemblance, kind, identical)) per clustered
+    document, and counters like the local engine's."""
+    dedup, partitions = job.dedup, job.partitions
+    cap = dedup.cap
+    need = 0.0 if dedup.containment is not None else float(dedup.threshold)
+    docs = sketched.filter(lambda kv: kv[1][1] is not None).mapValues(lambda v: (v[1], v[2]))
+    leaders, copies = _leaders(docs, partitions)
+    leaders = leaders.partitionBy(partitions).persist()
+    queries = leaders.flatMap(
+        lambda kv: ((int(f), kv[0]) for f in kv[1].distinct().tolist())
+    ).persist()
+    postings = _postings(leaders, queries, need, cap, partitions)
+    hits = (
+        queries.join(postings, partitions)
+        .flatMap(lambda kv: _hits(kv, cap))
+        .groupByKey(partitions)
+        .join(leaders, partitions)
+        .map(lambda kv: _survivors_of(kv[0], kv[1][0], kv[1][1], dedup, need))
+        .persist()
+    )
+    counted = hits.map(lambda t: (len(t[1]), t[2], t[3], int(t[3] > 0))).fold(
+        (0, 0, 0, 0), lambda a, b: tuple(x + y for x, y in zip(a, b))
+    )
+    estimates = (
+        hits.flatMap(lambda t: ((t[0], e) for e in t[1]))
+        .join(leaders, partitions)
+        .map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))
+        .join(leaders, partitions)
+        .map(lambda kv: (kv[1][0][0], (kv[0], *_estimate(kv[1][0][1], kv[1][1]))))
+    )
+    decisions, rounds = greedy_rounds(sc, leaders, estimates, dedup, partitions)
+    decisions = decisions.persist()
+    kept = decisions.filter(lambda kv: kv[1][0] == "kept").keys().sortBy(lambda d: d)
+    cluster_ids = kept.zipWithIndex()
+    led = (
+        decisions.map(lambda kv: (kv[0] if kv[1][0] == "kept" else kv[1][1], (kv[0], kv[1])))
+        .join(cluster_ids, partitions)
+        .map(lambda kv: (kv[1][0][0], _leader_row(kv[1][0][1], kv[1][1])))
+    )
+    led = led.persist()
+    copied = copies.map(lambda kv: (kv[1][0], (kv[0], kv[1][1]))).join(led, partitions).map(
+        lambda kv: (kv[1][0][0], _copy_row(kv[1][0][1], kv[1][1]))
+    )
+    rows = led.union(copied)
+    hits.unpersist()
+    queries.unpersist()
+    stats = {
+        "comparisons": counted[0],
+        "pruned": counted[1],
+        "capped": counted[2],
+        "capped_documents": counted[3],
+        "rounds": rounds,
+    }
+    return rows, stats
+
+
+def _estimate(sketch_d: Any, sketch_e: Any) -> tuple[float, float]:
+    """Resemblance of document d and leader e, and the containment of d in e."""
+    est = estimate(sketch_d, sketch_e)
+    return est.resemblance, est.containment_a_in_b
+
+
+def _leader_row(decision: tuple[str, int | None, float | None], cluster_id: int) -> tuple:
+    kind, _, r = decision
+    if kind == "kept":
+        return cluster_id, True, 1.0, "kept", True
+    return cluster_id, False, r, kind, False
+
+
+def _copy_row(own: float, leader: tuple) -> tuple:
+    cluster_id, representative, r, _, _ = leader
+    # a copy of the representative itself is estimated against itself (1.0 but for MOD_m's
+    # empty samples); a copy of a member, as that member was
+    return cluster_id, False, own if representative else r, "exact_duplicate", representative
+
+
+# --- the whole run -------------------------------------------------------------------------------
+
+
+def recluster_spark(
+    session: Any,
+    work: list[Task],
+    params: SketchParams,
+    dedup: DedupParams,
+    *,
+    out: IO[str] | None = None,
+    parquet: str | None = None,
+    partitions: int | None = None,
+    sketch: Callable[[SourceDocument], SketchedDocument] = sketch_source,
+) -> ReclusterResult:
+    """Cluster the documents of ``work`` on Spark; write clusters.jsonl lines to ``out`` (in
+    input order) or a Parquet dataset to ``parquet``. Same result as the local engine's."""
+    if dedup.representative == "popular":
+        raise ValueError("the 'popular' representative is not available on Spark")
+    started = time.perf_counter()
+    sc = session.sparkContext
+    partitions = partitions or max(2, sc.defaultParallelism * 2)
+    job = SparkJob(params, dedup, partitions, sketch)
+    sketched = sketched_rdd(sc, job, work).persist()
+    result = ReclusterResult(ClusterSummary())
+    result.skipped = Counter(
+        sketched.filter(lambda kv: kv[1][1] is None).map(lambda kv: kv[1][3] or "unknown")
+        .countByValue()
+    )
+    rows, stats = cluster(sc, sketched, job)
+    rows = rows.persist()
+    kinds = rows.map(lambda kv: kv[1][3]).countByValue()
+    result.summary = _summary(rows)
+    result.stats = {
+        "documents": result.summary.documents,
+        **{k: int(kinds.get(k, 0)) for k in ("kept", "exact_duplicate", "near_duplicate", "contained")},
+        **stats,
+    }
+    ids = sketched.filter(lambda kv: kv[1][1] is not None).mapValues(lambda v: v[0])
+    joined = rows.join(ids, partitions).sortByKey(numPartitions=partitions)
+    if parquet is not None:
+        _write_parquet(session, joined, parquet)
+    if out is not None:
+        for _, (row, doc_id) in joined.toLocalIterator(prefetchPartitions=True):
+            out.write(_line(doc_id, _assignment(row)))
+    sketched.unpersist()
+    rows.unpersist()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _assignment(row: tuple) -> Assignment:
+    cluster_id, representative, r, kind, identical = row
+    decision = Decision(kind, None if kind == "kept" else cluster_id, resemblance=r)
+    return Assignment(0, cluster_id, decision, representative, identical)
+
+
+def _summary(rows: Any) -> ClusterSummary:
+    """The summary table from each cluster's size and identical flag, counted in executors."""
+    sizes = rows.map(lambda kv: (kv[1][0], (1, kv[1][4]))).reduceByKey(
+        lambda a, b: (a[0] + b[0], a[1] and b[1])
+    )
+    parts = sizes.mapPartitions(
+        lambda it: [ClusterSummary.from_clusters(
+            ClusterInfo(cid, 0, size, identical) for cid, (size, identical) in it
+        ).to_dict()]
+    ).collect()
+    total: Counter[str] = Counter()
+    for part in parts:
+        total.update(part)
+    total.pop("duplicates", None)
+    return ClusterSummary(**{k: int(v) for k, v in total.items()})
+
+
+def _write_parquet(session: Any, joined: Any, path: str) -> None:
+    from pyspark.sql.types import (
+        BooleanType,
+        DoubleType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    schema = StructType([
+        StructField("position", LongType(), False),
+        StructField("id", StringType(), False),
+        StructField("cluster", LongType(), False),
+        StructField("representative", BooleanType(), False),
+        StructField("resemblance", DoubleType(), True),
+        StructField("decision", StringType(), False),
+    ])
+    records = joined.map(lambda kv: (kv[0], kv[1][1], kv[1][0][0], kv[1][0][1], _number(kv[1][0][2]), kv[1][0][3]))
+    frame = session.createDataFrame(records, schema)
+    frame.write.mode("overwrite").parquet(path)

@@ -53,6 +53,10 @@ examples:
   neardup recluster --store neardup-store --content-area main
                                         the kept pages again, by their main content only
   neardup recluster --store neardup-store --exclude .sidebar --exclude "#comments"
+  neardup recluster --engine spark --warc crawl/*.warc.gz -o clusters.jsonl
+                                        the same clusters, computed by Apache Spark
+  spark-submit --master yarn .../crawler/cli/__main__.py recluster --engine spark --warc hdfs://... \\
+      --output-format parquet -o hdfs://.../clusters.parquet
 
 A store's kept pages are read with the store's own sketch parameters and content area unless
 flags (or --config/--set) give others: --content-area main compares pages by their main
@@ -95,6 +99,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="CSS selector of the elements whose text counts (repeatable)")
     area.add_argument("--exclude", metavar="SELECTOR", action="append",
                       help="CSS selector of elements left out with their content (repeatable)")
+    sp = parser.add_argument_group("engine")
+    sp.add_argument("--engine", choices=["local", "spark"], default="local",
+                    help="local: this machine's cores (default); spark: Apache Spark, on "
+                         "--master or under spark-submit (pip install 'neardup[spark]')")
+    sp.add_argument("--master", metavar="URL",
+                    help="with --engine spark: the Spark master (default: local[*]; "
+                         "under spark-submit, the one spark-submit was given)")
+    sp.add_argument("--partitions", type=int,
+                    help="with --engine spark: partitions of the clustering stages "
+                         "(default: the cores)")
+    sp.add_argument("--output-format", choices=["jsonl", "parquet"], default="jsonl",
+                    help="with --engine spark: jsonl (one file, as the local engine writes) "
+                         "or parquet (a dataset directory at --output)")
     add_sketch_arguments(parser)
     add_config_arguments(parser)
 
@@ -139,6 +156,13 @@ def run(args: argparse.Namespace) -> int:
         config = apply_overrides(config, overrides)
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be at least 1; got {args.jobs}")
+    if args.engine == "spark":
+        return _run_spark(args, config)
+    for option, value in (("--master", args.master), ("--partitions", args.partitions)):
+        if value is not None:
+            raise UserError(f"{option} needs --engine spark")
+    if args.output_format != "jsonl":
+        raise UserError("--output-format parquet needs --engine spark")
     if args.index:
         _check_index_dir(Path(args.index))
     if args.diff:
@@ -177,14 +201,20 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
         if out is None:
             handle.close()
+    return _report(args, config, result, to_stderr=out is not None)
+
+
+def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bool) -> int:
+    """The summary both engines print: a table for people, or --json."""
     report = result.to_dict()
+    report["engine"] = args.engine
     report["parameters"] = {"sketch": config.sketch.to_dict(),
                             "threshold": config.dedup.threshold,
                             "containment": config.dedup.containment,
                             "canonical": config.canonical.to_dict()}
     report["output"] = args.output
     if args.json:
-        print(json.dumps(report, indent=2), file=sys.stderr if out else sys.stdout)
+        print(json.dumps(report, indent=2), file=sys.stderr if to_stderr else sys.stdout)
         return 0
     lines = [
         f"sketch: {config.sketch.describe()}; threshold {config.dedup.threshold}"
@@ -201,11 +231,60 @@ def run(args: argparse.Namespace) -> int:
         "",
         f"{result.summary.documents:,} documents in {result.seconds:.1f} s "
         f"({report['documents_per_second'] or 0:,.0f}/s); "
-        f"boilerplate cap {args.cap} bit on {capped:,} fingerprints",
+        f"boilerplate cap {config.dedup.cap} bit on {capped:,} fingerprints"
+        + (f"; {result.stats['rounds']} greedy rounds" if "rounds" in result.stats else ""),
         f"clusters written to {args.output}",
     ]
-    print("\n".join(lines), file=sys.stderr if out else sys.stdout)
+    print("\n".join(lines), file=sys.stderr if to_stderr else sys.stdout)
     return 0
+
+
+def _run_spark(args: argparse.Namespace, config: Any) -> int:
+    """``--engine spark``: the same clustering on Apache Spark (crawler.recluster.spark)."""
+    if config.dedup.representative == "popular":
+        raise UserError("--engine spark keeps the first member as representative: a 'popular' "
+                        "one moves as its cluster grows, which rounds cannot follow; use "
+                        "--engine local")
+    for option, value in (("--index", args.index), ("--jobs", args.jobs), ("--diff", args.diff)):
+        if value:
+            raise UserError(f"{option} is an option of --engine local (Spark sizes its own work)")
+    if args.partitions is not None and args.partitions < 1:
+        raise UserError(f"--partitions must be at least 1; got {args.partitions}")
+    parquet = args.output_format == "parquet"
+    if parquet and args.output == "clusters.jsonl":  # the default name, for the default format
+        args.output = "clusters.parquet"
+    if parquet and args.output == "-":
+        raise UserError("--output-format parquet writes a directory: give -o DIR")
+    from crawler.recluster.spark import SparkUnavailable, recluster_spark, spark_session, tasks
+
+    try:
+        work = tasks(store=args.store, warc=args.warc, jsonl=args.jsonl, html=args.html,
+                     id_field=args.id_field, text_field=args.text_field)
+    except InputError as exc:
+        raise UserError(str(exc)) from None
+    out = sys.stdout if args.output == "-" else None
+    handle = None
+    if not parquet:
+        try:
+            handle = out or open(args.output, "w", encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot write {args.output}: {exc.strerror}") from None
+    try:
+        session, made_here = spark_session(args.master, quiet=args.quiet)
+        try:
+            result = recluster_spark(
+                session, work, config.sketch, config.dedup, out=handle,
+                parquet=args.output if parquet else None, partitions=args.partitions,
+            )
+        finally:
+            if made_here:
+                session.stop()
+    except SparkUnavailable as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        if handle is not None and out is None:
+            handle.close()
+    return _report(args, config, result, to_stderr=out is not None)
 
 
 def _check_index_dir(path: Path) -> None:

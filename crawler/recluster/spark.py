@@ -37,6 +37,7 @@ count such documents.
 from __future__ import annotations
 
 import heapq
+import itertools
 import os
 import re
 import shutil
@@ -63,6 +64,7 @@ from crawler.recluster.pool import SketchedDocument, _init_sketcher, sketch_sour
 from crawler.recluster.rounds import JOINED, KEPT, decide, preference
 from crawler.recluster.run import ReclusterResult, _line, _number
 from dedup.cluster import (
+    KINDS,
     Assignment,
     Decision,
     _hit_survivors,
@@ -313,20 +315,59 @@ def sketched_rdd(sc: Any, job: SparkJob, work: list[Task]) -> Any:
 
 
 # --- clustering, distributed ---------------------------------------------------------------------
+#
+# Every RDD keyed by a document is hash-partitioned into the same ``partitions`` (and every RDD
+# keyed by a fingerprint likewise), so that PySpark's joins of two of them move no data: a
+# stage costs a shuffle only where the key changes.
 
 
-def _leaders(docs: Any, partitions: int) -> tuple[Any, Any]:
-    """The first document of each content hash with its sketch, (key, sketch), and every later
-    copy as (key, (leader key, its own resemblance to itself))."""
-    by_hash = docs.map(lambda kv: (kv[1][1], (kv[0], kv[1][0])))
-    first = by_hash.reduceByKey(lambda a, b: a if a[0] < b[0] else b, partitions)
-    leaders = first.map(lambda kv: kv[1])
-    copies = (
-        by_hash.join(first.mapValues(lambda v: v[0]), partitions)
-        .filter(lambda kv: kv[1][0][0] != kv[1][1])
-        .map(lambda kv: (kv[1][0][0], (kv[1][1], estimate(kv[1][0][1], kv[1][0][1]).resemblance)))
-    )
-    return leaders, copies
+class KeyRanges:
+    """A partition function that keeps input order: partition p holds the p-th slice of the
+    documents, counted from each task's number of documents (known after sketching).
+
+    >>> ranges = KeyRanges([0, 3, 10], 4)  # task 0 holds 3 documents, task 1 holds 7
+    >>> [ranges((task << RECORD_BITS) + n) for task, n in [(0, 0), (0, 2), (1, 0), (1, 6)]]
+    [0, 1, 1, 3]
+    """
+
+    def __init__(self, starts: list[int], partitions: int) -> None:
+        #: documents before each task, and in all (the last entry)
+        self.starts = tuple(starts)
+        self.partitions = partitions
+
+    def __call__(self, key: int) -> int:
+        position = self.starts[key >> RECORD_BITS] + (key & ((1 << RECORD_BITS) - 1))
+        return min(self.partitions - 1, position * self.partitions // max(1, self.starts[-1]))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KeyRanges) and (self.starts, self.partitions) == (
+            other.starts, other.partitions)
+
+    def __hash__(self) -> int:
+        return hash((self.starts, self.partitions))
+
+
+def _first_of_hash(v: tuple[int, Any]) -> tuple[int, Any, list[tuple[int, float]]]:
+    return v[0], v[1], []
+
+
+def _add_to_hash(c: tuple[int, Any, list], v: tuple[int, Any]) -> tuple[int, Any, list]:
+    """Keep the earliest document of a content hash; later ones become copies of it, each
+    with its estimate against itself (what the local engine reports for a copy of a
+    representative)."""
+    key, sketch, copies = c
+    if v[0] < key:
+        copies.append((key, estimate(sketch, sketch).resemblance))
+        return v[0], v[1], copies
+    copies.append((v[0], estimate(v[1], v[1]).resemblance))
+    return c
+
+
+def _merge_hash(a: tuple[int, Any, list], b: tuple[int, Any, list]) -> tuple[int, Any, list]:
+    first, later = (a, b) if a[0] < b[0] else (b, a)
+    first[2].extend(later[2])
+    first[2].append((later[0], estimate(later[1], later[1]).resemblance))
+    return first
 
 
 def _postings(leaders: Any, queries: Any, need: float, cap: int, partitions: int) -> Any:
@@ -334,7 +375,7 @@ def _postings(leaders: Any, queries: Any, need: float, cap: int, partitions: int
     if need > 0:
         # each leader indexes its rarest indexed_count fingerprints, by the corpus's counts
         counts = queries.mapValues(lambda _: 1).reduceByKey(add, partitions)
-        share = leaders.map(lambda kv: (kv[0], _indexed_share(kv[1], need)))
+        share = leaders.mapValues(lambda sketch: _indexed_share(sketch, need))
         entries = (
             queries.join(counts, partitions)
             .map(lambda kv: (kv[1][0], (kv[1][1], kv[0])))
@@ -383,7 +424,7 @@ def _hits(kv: tuple[int, tuple[int, list[int]]], cap: int) -> Iterator[tuple[int
 
 def _survivors_of(
     d: int, hits: Iterable[int], sketch: Any, dedup: DedupParams, need: float
-) -> tuple[int, list[int], int, int]:
+) -> tuple[int, Any, list[int], int, int]:
     """The leaders worth estimating for document ``d``, as GreedyClusterer.decide picks them;
     with how many were pruned and how many of its fingerprints were capped."""
     shared: Counter[int] = Counter()
@@ -401,15 +442,15 @@ def _survivors_of(
     else:
         bound = dedup.threshold if not containment else min(dedup.threshold, dedup.containment)
         keep, pruned = _survivors(shared, capped, denominator, bound)
-    return d, keep, pruned, capped
+    return d, sketch, keep, pruned, capped
 
 
 def _decide_partition(
     rows: Iterable[tuple[int, tuple[Iterable[Any], Iterable[tuple[int, int]]]]],
-) -> Iterator[tuple[str, int, Any]]:
+) -> Iterator[tuple[int, tuple[str, Any]]]:
     """One round for a partition of pending documents: take in the statuses of their candidates
-    decided last round; emit each still pending as ("S", key, state) and each decided as
-    ("D", key, decision)."""
+    decided last round; emit each still pending as (key, ("S", state)) and each decided as
+    (key, ("D", decision))."""
     for d, (states, updates) in rows:
         states = list(states)
         if not states:  # an update for a document decided already
@@ -419,63 +460,95 @@ def _decide_partition(
         status.update(updates)
         decision = decide(prefs, status)
         if decision is None:
-            yield "S", d, (prefs, status)
+            yield d, ("S", (prefs, status))
         else:
-            yield "D", d, decision
+            yield d, ("D", decision)
 
 
-def greedy_rounds(sc: Any, leaders: Any, estimates: Any, dedup: DedupParams, partitions: int) -> tuple[Any, int]:
-    """(leader key, (kind, representative key, resemblance)) for every leader, and the rounds."""
+def _values_of(tag: str) -> Callable[[Iterable[tuple[int, tuple[str, Any]]]], Iterator]:
+    def pick(rows: Iterable[tuple[int, tuple[str, Any]]]) -> Iterator[tuple[int, Any]]:
+        return ((k, v[1]) for k, v in rows if v[0] == tag)
+
+    return pick
+
+
+def _statuses(rows: Iterable[tuple[int, tuple]]) -> Iterator[tuple[int, int]]:
+    return ((d, KEPT if decision[0] == "kept" else JOINED) for d, decision in rows)
+
+
+def greedy_rounds(
+    leaders: Any, estimates: Any, dedup: DedupParams, partitions: int
+) -> tuple[list[Any], int]:
+    """The decisions ``(leader key, (kind, representative key, resemblance))`` of every leader,
+    as one RDD per round, and the number of rounds."""
     threshold, containment = dedup.threshold, dedup.containment
-    prefs = (
+    waiting = (
         estimates.groupByKey(partitions)
-        .mapValues(lambda est: preference(est, threshold, containment))
-        .filter(lambda kv: kv[1])
+        .mapValues(lambda est: (preference(est, threshold, containment), {}))
+        .filter(lambda kv: kv[1][0])
+        .persist()
     )
-    waiting = prefs.mapValues(lambda p: (p, {})).partitionBy(partitions).persist()
     by_candidate = (
-        prefs.flatMap(lambda kv: ((e, kv[0]) for e in {p[0] for p in kv[1]}))
+        waiting.flatMap(lambda kv: ((e, kv[0]) for e in {p[0] for p in kv[1][0]}))
         .partitionBy(partitions)
         .persist()
     )
-    first = leaders.keys().map(lambda d: (d, None)).subtractByKey(waiting)
-    decided = first.map(lambda kv: (kv[0], ("kept", None, None))).persist()
+    decided = (
+        leaders.subtractByKey(waiting, partitions)
+        .mapValues(lambda _: ("kept", None, None))
+        .persist()
+    )
     done = [decided]
-    rounds = 1
     pending = waiting.count()
     while pending:
-        status = decided.mapValues(lambda v: KEPT if v[0] == "kept" else JOINED)
-        updates = by_candidate.join(status, partitions).map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))
-        step = waiting.cogroup(updates, partitions).mapPartitions(_decide_partition).persist()
+        status = decided.mapPartitions(_statuses, preservesPartitioning=True)
+        updates = (
+            by_candidate.join(status, partitions)
+            .map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))
+        )
+        step = waiting.cogroup(updates, partitions).mapPartitions(
+            _decide_partition, preservesPartitioning=True
+        ).persist()
         step.localCheckpoint()  # the next round starts from here, not from the first
-        counts = step.map(lambda t: t[0]).countByValue()
-        now_pending, newly = counts.get("S", 0), counts.get("D", 0)
-        new_waiting = step.filter(lambda t: t[0] == "S").map(lambda t: (t[1], t[2]))
-        new_waiting = new_waiting.partitionBy(partitions).persist()
-        decided = step.filter(lambda t: t[0] == "D").map(lambda t: (t[1], t[2])).persist()
-        if newly == 0 and now_pending:
+        counts = step.map(lambda kv: kv[1][0]).countByValue()
+        if not counts.get("D"):
             raise RuntimeError("greedy rounds made no progress (a bug: candidates are earlier)")
         waiting.unpersist()
-        waiting, pending = new_waiting, now_pending
+        waiting = step.mapPartitions(_values_of("S"), preservesPartitioning=True)
+        decided = step.mapPartitions(_values_of("D"), preservesPartitioning=True)
+        pending = counts.get("S", 0)
         done.append(decided)
-        rounds += 1
     by_candidate.unpersist()
-    waiting.unpersist()
-    return sc.union(done), rounds
+    return done, len(done)
 
 
-def cluster(sc: Any, sketched: Any, job: SparkJob) -> tuple[Any, dict[str, int]]:
+@dataclass
+class Clustered:
+    """What :func:`cluster` hands back: every clustered document's row, the documents' ids,
+    in input order, and counters."""
+
+    rows: Any
+    stats: dict[str, int]
+
+
+def cluster(sketched: Any, job: SparkJob, ranges: KeyRanges) -> Clustered:
     """(key, (cluster id, representative, resemblance, kind, identical)) per clustered
-    document, and counters like the local engine's."""
+    document, partitioned by ``ranges`` (so in input order partition by partition)."""
     dedup, partitions = job.dedup, job.partitions
     cap = dedup.cap
     need = 0.0 if dedup.containment is not None else float(dedup.threshold)
-    docs = sketched.filter(lambda kv: kv[1][1] is not None).mapValues(lambda v: (v[1], v[2]))
-    leaders, copies = _leaders(docs, partitions)
-    leaders = leaders.partitionBy(partitions).persist()
-    queries = leaders.flatMap(
-        lambda kv: ((int(f), kv[0]) for f in kv[1].distinct().tolist())
-    ).persist()
+    by_hash = (
+        sketched.filter(lambda kv: kv[1][1] is not None)
+        .map(lambda kv: (kv[1][2], (kv[0], kv[1][1])))
+        .combineByKey(_first_of_hash, _add_to_hash, _merge_hash, partitions)
+        .persist()
+    )
+    leaders = by_hash.map(lambda kv: (kv[1][0], kv[1][1])).partitionBy(partitions).persist()
+    queries = (
+        leaders.flatMap(lambda kv: ((int(f), kv[0]) for f in kv[1].distinct().tolist()))
+        .partitionBy(partitions)
+        .persist()
+    )
     postings = _postings(leaders, queries, need, cap, partitions)
     hits = (
         queries.join(postings, partitions)
@@ -485,32 +558,43 @@ def cluster(sc: Any, sketched: Any, job: SparkJob) -> tuple[Any, dict[str, int]]
         .map(lambda kv: _survivors_of(kv[0], kv[1][0], kv[1][1], dedup, need))
         .persist()
     )
-    counted = hits.map(lambda t: (len(t[1]), t[2], t[3], int(t[3] > 0))).fold(
+    counted = hits.map(lambda t: (len(t[2]), t[3], t[4], int(t[4] > 0))).fold(
         (0, 0, 0, 0), lambda a, b: tuple(x + y for x, y in zip(a, b))
     )
     estimates = (
-        hits.flatMap(lambda t: ((t[0], e) for e in t[1]))
-        .join(leaders, partitions)
-        .map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))
+        hits.flatMap(lambda t: ((e, (t[0], t[1])) for e in t[2]))
         .join(leaders, partitions)
         .map(lambda kv: (kv[1][0][0], (kv[0], *_estimate(kv[1][0][1], kv[1][1]))))
     )
-    decisions, rounds = greedy_rounds(sc, leaders, estimates, dedup, partitions)
-    decisions = decisions.persist()
-    kept = decisions.filter(lambda kv: kv[1][0] == "kept").keys().sortBy(lambda d: d)
-    cluster_ids = kept.zipWithIndex()
-    led = (
-        decisions.map(lambda kv: (kv[0] if kv[1][0] == "kept" else kv[1][1], (kv[0], kv[1])))
-        .join(cluster_ids, partitions)
-        .map(lambda kv: (kv[1][0][0], _leader_row(kv[1][0][1], kv[1][1])))
+    done, rounds = greedy_rounds(leaders, estimates, dedup, partitions)
+    decisions = done[0].context.union(done).partitionBy(partitions, ranges).persist()
+    # cluster ids number the kept documents in input order: partition p's kept documents
+    # come after those of partitions 0..p-1
+    kept = decisions.mapPartitions(
+        lambda rows: [sum(1 for _, d in rows if d[0] == "kept")]
+    ).collect()
+    offsets = [sum(kept[:p]) for p in range(len(kept))]
+    ids = decisions.mapPartitionsWithIndex(
+        lambda p, rows: zip(
+            sorted(d for d, decision in rows if decision[0] == "kept"), itertools.count(offsets[p])
+        )
     )
-    led = led.persist()
-    copied = copies.map(lambda kv: (kv[1][0], (kv[0], kv[1][1]))).join(led, partitions).map(
-        lambda kv: (kv[1][0][0], _copy_row(kv[1][0][1], kv[1][1]))
+    rep_cluster = (
+        decisions.map(lambda kv: (kv[0] if kv[1][0] == "kept" else kv[1][1], kv[0]))
+        .join(ids, partitions)
+        .map(lambda kv: kv[1])
+    )
+    led = (
+        decisions.join(rep_cluster, partitions)
+        .map(lambda kv: (kv[0], _leader_row(kv[1][0], kv[1][1])))
+        .persist()
+    )
+    copied = (
+        by_hash.flatMap(lambda kv: ((kv[1][0], copy) for copy in kv[1][2]))
+        .join(led, partitions)
+        .map(lambda kv: (kv[1][0][0], _copy_row(kv[1][0][1], kv[1][1])))
     )
     rows = led.union(copied)
-    hits.unpersist()
-    queries.unpersist()
     stats = {
         "comparisons": counted[0],
         "pruned": counted[1],
@@ -518,7 +602,9 @@ def cluster(sc: Any, sketched: Any, job: SparkJob) -> tuple[Any, dict[str, int]]
         "capped_documents": counted[3],
         "rounds": rounds,
     }
-    return rows, stats
+    for rdd in (hits, queries):
+        rdd.unpersist()
+    return Clustered(rows, stats)
 
 
 def _estimate(sketch_d: Any, sketch_e: Any) -> tuple[float, float]:
@@ -561,34 +647,58 @@ def recluster_spark(
         raise ValueError("the 'popular' representative is not available on Spark")
     started = time.perf_counter()
     sc = session.sparkContext
-    partitions = partitions or max(2, sc.defaultParallelism * 2)
+    partitions = partitions or max(2, sc.defaultParallelism)
     job = SparkJob(params, dedup, partitions, sketch)
     sketched = sketched_rdd(sc, job, work).persist()
     result = ReclusterResult(ClusterSummary())
-    result.skipped = Counter(
-        sketched.filter(lambda kv: kv[1][1] is None).map(lambda kv: kv[1][3] or "unknown")
-        .countByValue()
-    )
-    rows, stats = cluster(sc, sketched, job)
-    rows = rows.persist()
+    # one pass over the sketches: how many documents each task read, and why any were skipped
+    read = sketched.map(
+        lambda kv: (kv[0] >> RECORD_BITS, None if kv[1][1] is not None else kv[1][3] or "unknown")
+    ).countByValue()
+    per_task = [0] * (len(work) + 1)
+    for (task, reason), n in read.items():
+        per_task[task + 1] += n
+        if reason is not None:
+            result.skipped[reason] += n
+    ranges = KeyRanges(list(itertools.accumulate(per_task)), partitions)
+    clustered = cluster(sketched, job, ranges)
+    rows = clustered.rows.persist()
     kinds = rows.map(lambda kv: kv[1][3]).countByValue()
     result.summary = _summary(rows)
     result.stats = {
         "documents": result.summary.documents,
-        **{k: int(kinds.get(k, 0)) for k in ("kept", "exact_duplicate", "near_duplicate", "contained")},
-        **stats,
+        **{k: int(kinds.get(k, 0)) for k in KINDS},
+        **clustered.stats,
     }
-    ids = sketched.filter(lambda kv: kv[1][1] is not None).mapValues(lambda v: v[0])
-    joined = rows.join(ids, partitions).sortByKey(numPartitions=partitions)
+    # each row meets its document's id, in input order partition by partition
+    ids = sketched.filter(lambda kv: kv[1][1] is not None).mapValues(lambda v: (1, v[0]))
+    ordered = (
+        rows.mapValues(lambda row: (0, row))
+        .union(ids)
+        .repartitionAndSortWithinPartitions(partitions, ranges)
+        .mapPartitions(_pair_rows)
+    )
     if parquet is not None:
-        _write_parquet(session, joined, parquet)
+        _write_parquet(session, ordered, parquet)
     if out is not None:
-        for _, (row, doc_id) in joined.toLocalIterator(prefetchPartitions=True):
+        for _, doc_id, row in ordered.toLocalIterator(prefetchPartitions=True):
             out.write(_line(doc_id, _assignment(row)))
-    sketched.unpersist()
-    rows.unpersist()
+    for rdd in (sketched, rows):
+        rdd.unpersist()
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _pair_rows(entries: Iterable[tuple[int, tuple[int, Any]]]) -> Iterator[tuple[int, str, tuple]]:
+    """(key, id, row) from a partition sorted by key, where each key has its row and its id."""
+    held: dict[int, Any] = {}
+    key = None
+    for k, (tag, value) in entries:
+        if k != key:
+            held, key = {}, k
+        held[tag] = value
+        if len(held) == 2:
+            yield k, held[1], held[0]
 
 
 def _assignment(row: tuple) -> Assignment:
@@ -614,7 +724,7 @@ def _summary(rows: Any) -> ClusterSummary:
     return ClusterSummary(**{k: int(v) for k, v in total.items()})
 
 
-def _write_parquet(session: Any, joined: Any, path: str) -> None:
+def _write_parquet(session: Any, ordered: Any, path: str) -> None:
     from pyspark.sql.types import (
         BooleanType,
         DoubleType,
@@ -632,6 +742,6 @@ def _write_parquet(session: Any, joined: Any, path: str) -> None:
         StructField("resemblance", DoubleType(), True),
         StructField("decision", StringType(), False),
     ])
-    records = joined.map(lambda kv: (kv[0], kv[1][1], kv[1][0][0], kv[1][0][1], _number(kv[1][0][2]), kv[1][0][3]))
+    records = ordered.map(lambda t: (t[0], t[1], t[2][0], t[2][1], _number(t[2][2]), t[2][3]))
     frame = session.createDataFrame(records, schema)
     frame.write.mode("overwrite").parquet(path)

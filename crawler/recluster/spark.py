@@ -113,9 +113,6 @@ def spark_session(master: str | None, *, quiet: bool = True) -> tuple[Any, bool]
         raise SparkUnavailable(
             "--engine spark needs pyspark: pip install 'neardup[spark]'"
         ) from None
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active, False
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started a JVM for us
     if not submitted and not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         raise SparkUnavailable("--engine spark needs Java 17 or later: install a JDK or set JAVA_HOME")
@@ -124,6 +121,9 @@ def spark_session(master: str | None, *, quiet: bool = True) -> tuple[Any, bool]
             f"--master {master!r} is not a Spark master URL "
             "(local, local[N], local[*], local[N,RETRIES], spark://HOST:PORT, yarn, k8s://URL)"
         )
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
     builder = SparkSession.builder.appName("neardup recluster")
     if not submitted:
         master = master or "local[*]"
@@ -327,7 +327,7 @@ class KeyRanges:
 
     >>> ranges = KeyRanges([0, 3, 10], 4)  # task 0 holds 3 documents, task 1 holds 7
     >>> [ranges((task << RECORD_BITS) + n) for task, n in [(0, 0), (0, 2), (1, 0), (1, 6)]]
-    [0, 1, 1, 3]
+    [0, 0, 1, 3]
     """
 
     def __init__(self, starts: list[int], partitions: int) -> None:

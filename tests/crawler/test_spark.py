@@ -1,0 +1,230 @@
+"""``neardup recluster --engine spark``: the same clusters as the local engine, on Apache Spark.
+
+Spark runs in local mode, in one session for the whole module (starting one costs seconds):
+``local[2,3]``, two cores, and up to three attempts per task, so that a task whose Python
+worker dies is retried as it would be on a cluster. Every run is compared with the local
+engine on the same input, byte for byte: same tokens, same sketches, same decisions.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from benchmarks.corpus import html_corpus  # noqa: E402
+from crawler.cli import main  # noqa: E402
+from crawler.recluster.inputs import read_jsonl  # noqa: E402
+from crawler.recluster.pool import sketch_source  # noqa: E402
+from crawler.recluster.run import recluster  # noqa: E402
+from crawler.recluster.spark import recluster_spark, spark_session, tasks  # noqa: E402
+from dedup.params import DedupParams, SketchParams  # noqa: E402
+from tests.crawler.test_recluster import (  # noqa: E402
+    crawl_into_store,
+    store_pages,
+    truth_corpus,
+    warc_pages,
+    write_jsonl,
+)
+
+PAGES = 160  # real pages of the Debian-packaged documentation, before the planted copies
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session, made = spark_session("local[2,3]")
+    yield session
+    if made:
+        session.stop()
+
+
+def run(capsys, *argv: str) -> dict:
+    assert main(["recluster", *argv, "--json", "--quiet"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def error(capsys, *argv: str) -> str:
+    assert main(["recluster", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    return err
+
+
+def without_timing(report: dict) -> dict:
+    drop = {"seconds", "documents_per_second", "engine", "output", "clustering"}
+    return {k: v for k, v in report.items() if k not in drop}
+
+
+# --- agreement on real pages with planted duplicates ---------------------------------------------
+
+
+def planted_corpus(folder: Path) -> list[str]:
+    """Real HTML pages, then exact copies and edited copies of a third of them (a paragraph
+    dropped, a sentence added), interleaved; the file names in input order."""
+    try:
+        pages = html_corpus(min_pages=PAGES)
+    except RuntimeError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"the HTML corpus is needed in CI: {exc}")
+        pytest.skip(f"no HTML corpus: {exc}")
+    rng = random.Random(5)
+    chosen = rng.sample(pages, PAGES)
+    folder.mkdir()
+    names = []
+    for n, page in enumerate(chosen):
+        body = page.read_bytes()
+        names.append(str(folder / f"{n:04d}.html"))
+        Path(names[-1]).write_bytes(body)
+        if n % 3 == 0:
+            kind = ("copy", "drop", "add")[n // 3 % 3]
+            if kind == "drop":
+                cut = body.find(b"<p", len(body) // 2)
+                end = body.find(b"</p>", cut)
+                body = body if cut < 0 or end < 0 else body[:cut] + body[end + 4:]
+            elif kind == "add":
+                body = body.replace(b"</body>", b"<p>One more sentence, planted here.</p></body>")
+            names.append(str(folder / f"{n:04d}-{kind}.html"))
+            Path(names[-1]).write_bytes(body)
+    rng.shuffle(names[len(names) // 2:])  # later copies come in any order, after their pages
+    return names
+
+
+def test_spark_agrees_with_the_local_engine_on_real_pages(spark, tmp_path, capsys):
+    names = planted_corpus(tmp_path / "pages")
+    local = tmp_path / "local.jsonl"
+    expected = run(capsys, "--html", *names, "-o", str(local), "--threshold", "0.8", "-j", "1")
+    on_spark = tmp_path / "spark.jsonl"
+    got = run(capsys, "--engine", "spark", "--html", *names, "-o", str(on_spark),
+              "--threshold", "0.8", "--partitions", "2")
+    assert got["engine"] == "spark"
+    # the cap never bit here, so the two engines must agree on every line
+    assert got["clustering"]["capped"] == 0 and expected["clustering"]["capped"] == 0
+    assert on_spark.read_bytes() == local.read_bytes()
+    assert without_timing(got) == without_timing(expected)
+    assert expected["summary"]["mixed_clusters"] >= 10  # the planted edits were found
+    assert expected["summary"]["identical_clusters"] >= 10
+    for kind in ("kept", "exact_duplicate", "near_duplicate"):
+        assert got["clustering"][kind] == expected["clustering"][kind] > 0
+
+    # another partition count, and Parquet: the same rows in the same order
+    parquet = tmp_path / "clusters.parquet"
+    again = run(capsys, "--engine", "spark", "--html", *names, "-o", str(parquet),
+                "--threshold", "0.8", "--partitions", "3", "--output-format", "parquet")
+    assert without_timing(again) == without_timing(expected)
+    rows = spark.read.parquet(str(parquet)).orderBy("position").collect()
+    lines = [json.loads(line) for line in local.read_text().splitlines()]
+    assert [{k: r[k] for k in lines[0]} for r in rows] == lines
+
+
+def test_containment_rule_and_bad_json_lines_agree(spark, tmp_path, capsys):
+    docs, _ = truth_corpus(seed=3, mixed=12, identical=4, singles=10)
+    path = write_jsonl(tmp_path / "corpus.jsonl", docs)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("not json at all\n[1, 2]\n" + json.dumps({"id": "x", "body": "no text"}) + "\n")
+        fh.write(json.dumps({"text": "an id from the line number, " * 20}) + "\n\n")
+    argv = ["--jsonl", str(path), "--threshold", "0.85", "--containment", "0.6"]
+    local, on_spark = tmp_path / "local.jsonl", tmp_path / "spark.jsonl"
+    expected = run(capsys, *argv, "-o", str(local), "-j", "1")
+    got = run(capsys, *argv, "-o", str(on_spark), "--engine", "spark", "--partitions", "3")
+    assert on_spark.read_bytes() == local.read_bytes()
+    assert got["skipped"] == expected["skipped"] == {
+        "not_json": 1, "not_an_object": 1, "no_text_field": 1}
+    assert without_timing(got) == without_timing(expected)
+    assert f'"{path}:' in local.read_text()  # the id from FILE:LINE, as the local engine's
+
+
+# --- WARC files, stores, and input that cannot be used -------------------------------------------
+
+
+def test_warc_store_and_html_inputs_with_bad_records(spark, tmp_path, capsys):
+    warc, _ = warc_pages(tmp_path)
+    # a second WARC that breaks off: its first records count, the break is one skipped document
+    whole = gzip.decompress(Path(warc).read_bytes())
+    broken = tmp_path / "broken.warc.gz"
+    broken.write_bytes(gzip.compress(whole)[: len(gzip.compress(whole)) * 2 // 3])
+    pages = tmp_path / "mirror"
+    pages.mkdir()
+    (pages / "deep.html").write_text("<div>" * 5000 + "deep" + "</div>" * 5000)
+    (pages / "empty.html").write_text("<html><body><script>x()</script></body></html>")
+    (pages / "latin1.htm").write_bytes("<p>caf\xe9 cr\xe8me br\xfbl\xe9e </p>".encode("latin-1") * 40)
+    params = SketchParams(shingle_size=3, size=64)
+    store = tmp_path / "store"
+    crawl_into_store(store, store_pages(seed=4, groups=5), params, threshold=0.9)
+    argv = ["--store", str(store), "--warc", str(warc), "--html", str(pages), "--threshold", "0.5"]
+    local, on_spark = tmp_path / "local.jsonl", tmp_path / "spark.jsonl"
+    expected = run(capsys, *argv, "-o", str(local), "-j", "1")
+    got = run(capsys, *argv, "--warc", str(broken), "-o", str(on_spark), "--engine", "spark")
+    # the broken file adds its readable records and one skipped document; all else is equal
+    broken_lines = on_spark.read_text().splitlines()[len(local.read_text().splitlines()):]
+    assert on_spark.read_text().startswith(local.read_text().splitlines()[0])
+    skipped = dict(got["skipped"])
+    assert skipped.pop("unreadable_warc (ArchiveLoadFailed)", 0) + skipped.pop(
+        "unreadable_warc (EOFError)", 0) + skipped.pop("unreadable_warc (BadGzipFile)", 0) == 1
+    for reason, n in expected["skipped"].items():
+        assert skipped[reason] >= n
+    assert {"too_deep", "empty"} <= set(expected["skipped"])
+    assert any(reason.startswith("not_html") for reason in expected["skipped"])
+    assert any(reason.startswith("http_") for reason in expected["skipped"])
+    local_ids = [json.loads(x)["id"] for x in local.read_text().splitlines()]
+    spark_ids = [json.loads(x)["id"] for x in on_spark.read_text().splitlines()]
+    assert spark_ids[: len(local_ids)] == local_ids  # input order: store, WARC, then HTML...
+    assert len(broken_lines) == len(spark_ids) - len(local_ids)
+
+
+# --- a task that dies is retried, without lost or repeated output ---------------------------------
+
+
+def test_a_killed_python_worker_is_retried_without_duplicates_or_losses(spark, tmp_path):
+    docs, _ = truth_corpus(seed=9, mixed=10, identical=3, singles=6)
+    first = write_jsonl(tmp_path / "a.jsonl", docs[: len(docs) // 2])
+    second = write_jsonl(tmp_path / "b.jsonl", docs[len(docs) // 2:])
+    victim = docs[len(docs) // 2 + 3][0]
+
+    def dies_on_first_attempt(doc):
+        from pyspark import TaskContext
+
+        if doc.id == victim and TaskContext.get().attemptNumber() == 0:
+            os._exit(1)  # the Python worker dies mid-task, as an OOM kill would
+        return sketch_source(doc)
+
+    params, dedup = SketchParams(), DedupParams(threshold=0.85)
+    expected = io.StringIO()
+    local = recluster(read_jsonl([first, second]), params, dedup, out=expected, jobs=1)
+    got = io.StringIO()
+    result = recluster_spark(spark, tasks(jsonl=[first, second]), params, dedup, out=got,
+                             partitions=2, sketch=dies_on_first_attempt)
+    assert got.getvalue() == expected.getvalue()
+    assert result.summary == local.summary
+    assert len(got.getvalue().splitlines()) == len(docs)
+
+
+# --- mistakes: one line, exit 2 --------------------------------------------------------------------
+
+
+def test_wrong_options_missing_java_and_bad_masters_are_one_line_errors(
+        spark, tmp_path, capsys, monkeypatch):
+    path = write_jsonl(tmp_path / "c.jsonl", truth_corpus(mixed=1, identical=1, singles=1)[0])
+    spark_run = ["--jsonl", str(path), "--engine", "spark", "-o", str(tmp_path / "out")]
+    assert "popular" in error(capsys, *spark_run, "--representative", "popular")
+    assert "--index" in error(capsys, *spark_run, "--index", str(tmp_path / "i"))
+    assert "--diff" in error(capsys, *spark_run, "--diff")
+    assert "--partitions" in error(capsys, *spark_run, "--partitions", "0")
+    assert "--engine spark" in error(capsys, "--jsonl", str(path), "--output-format", "parquet")
+    assert "--engine spark" in error(capsys, "--jsonl", str(path), "--master", "local[2]")
+    assert "not a Spark master" in error(capsys, *spark_run, "--master", "lokal[2]")
+    assert "cannot read" in error(capsys, "--engine", "spark", "--warc", str(tmp_path / "no.warc"))
+    assert "not a WARC" in error(capsys, "--engine", "spark", "--warc", str(path))
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    assert "needs Java" in error(capsys, *spark_run)
+    monkeypatch.undo()
+    monkeypatch.setitem(__import__("sys").modules, "pyspark.sql", None)
+    assert "pip install 'neardup[spark]'" in error(capsys, *spark_run)

@@ -52,9 +52,9 @@ def run(capsys, *argv: str) -> dict:
 
 
 def error(capsys, *argv: str) -> str:
-    assert main(["recluster", *argv]) == 2
+    assert main(["recluster", *argv, "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err
+    assert err.startswith("neardup recluster: error: ") and "\n" not in err
     return err
 
 
@@ -147,9 +147,11 @@ def test_containment_rule_and_bad_json_lines_agree(spark, tmp_path, capsys):
 def test_warc_store_and_html_inputs_with_bad_records(spark, tmp_path, capsys):
     warc, _ = warc_pages(tmp_path)
     # a second WARC that breaks off: its first records count, the break is one skipped document
-    whole = gzip.decompress(Path(warc).read_bytes())
+    # a WARC whose middle is not a record (one gzip member per record, and a stray one)
+    whole = Path(warc).read_bytes()
+    cut = whole.index(b"\x1f\x8b", len(whole) // 2)
     broken = tmp_path / "broken.warc.gz"
-    broken.write_bytes(gzip.compress(whole)[: len(gzip.compress(whole)) * 2 // 3])
+    broken.write_bytes(whole[:cut] + gzip.compress(b"NOT A WARC RECORD\r\n\r\n") + whole[cut:])
     pages = tmp_path / "mirror"
     pages.mkdir()
     (pages / "deep.html").write_text("<div>" * 5000 + "deep" + "</div>" * 5000)
@@ -158,25 +160,37 @@ def test_warc_store_and_html_inputs_with_bad_records(spark, tmp_path, capsys):
     params = SketchParams(shingle_size=3, size=64)
     store = tmp_path / "store"
     crawl_into_store(store, store_pages(seed=4, groups=5), params, threshold=0.9)
-    argv = ["--store", str(store), "--warc", str(warc), "--html", str(pages), "--threshold", "0.5"]
+    argv = ["--store", str(store), "--html", str(pages), "--threshold", "0.5"]
     local, on_spark = tmp_path / "local.jsonl", tmp_path / "spark.jsonl"
-    expected = run(capsys, *argv, "-o", str(local), "-j", "1")
-    got = run(capsys, *argv, "--warc", str(broken), "-o", str(on_spark), "--engine", "spark")
-    # the broken file adds its readable records and one skipped document; all else is equal
-    broken_lines = on_spark.read_text().splitlines()[len(local.read_text().splitlines()):]
-    assert on_spark.read_text().startswith(local.read_text().splitlines()[0])
+    expected = run(capsys, *argv, "--warc", str(warc), "-o", str(local), "-j", "1")
+    assert {"too_deep", "empty", "not_html (image/png)", "http_404"} <= set(expected["skipped"])
+    got = run(capsys, *argv, "--warc", str(warc), "-o", str(on_spark), "--engine", "spark")
+    assert on_spark.read_bytes() == local.read_bytes()
+    assert without_timing(got) == without_timing(expected)
+
+    # the local engine stops at a broken record (exit 2); on Spark, where one bad file among
+    # thousands must not fail the job, the records before the break count and the break is
+    # one skipped document with its reason
+    assert "not a WARC file" in error(capsys, *argv, "--warc", str(broken),
+                                      "-o", str(tmp_path / "stopped.jsonl"))
+    with_broken = tmp_path / "with-broken.jsonl"
+    got = run(capsys, *argv, "--warc", str(warc), str(broken), "-o", str(with_broken),
+              "--engine", "spark")
     skipped = dict(got["skipped"])
-    assert skipped.pop("unreadable_warc (ArchiveLoadFailed)", 0) + skipped.pop(
-        "unreadable_warc (EOFError)", 0) + skipped.pop("unreadable_warc (BadGzipFile)", 0) == 1
+    breaks = [reason for reason in skipped if reason.startswith("unreadable_warc")]
+    assert len(breaks) == 1 and skipped.pop(breaks[0]) == 1
     for reason, n in expected["skipped"].items():
         assert skipped[reason] >= n
-    assert {"too_deep", "empty"} <= set(expected["skipped"])
-    assert any(reason.startswith("not_html") for reason in expected["skipped"])
-    assert any(reason.startswith("http_") for reason in expected["skipped"])
-    local_ids = [json.loads(x)["id"] for x in local.read_text().splitlines()]
-    spark_ids = [json.loads(x)["id"] for x in on_spark.read_text().splitlines()]
-    assert spark_ids[: len(local_ids)] == local_ids  # input order: store, WARC, then HTML...
-    assert len(broken_lines) == len(spark_ids) - len(local_ids)
+    ids = [json.loads(line)["id"] for line in with_broken.read_text().splitlines()]
+    local_ids = [json.loads(line)["id"] for line in local.read_text().splitlines()]
+    html = [i for i in local_ids if i.startswith(str(pages))]
+    store_and_warc = local_ids[: -len(html)]
+    warc_ids = [i for i in store_and_warc if not i[len("http://site.test/"):][:1].isdigit()]
+    # input order: the store, the whole WARC, the broken WARC's first records, then the HTML
+    assert ids[: len(store_and_warc)] == store_and_warc
+    assert ids[-len(html):] == html
+    before_break = ids[len(store_and_warc): -len(html)]
+    assert before_break and before_break == warc_ids[: len(before_break)] != warc_ids
 
 
 # --- a task that dies is retried, without lost or repeated output ---------------------------------
@@ -198,12 +212,19 @@ def test_a_killed_python_worker_is_retried_without_duplicates_or_losses(spark, t
     params, dedup = SketchParams(), DedupParams(threshold=0.85)
     expected = io.StringIO()
     local = recluster(read_jsonl([first, second]), params, dedup, out=expected, jobs=1)
+    tracker = spark.sparkContext.statusTracker()
+    jobs_before = set(tracker.getJobIdsForGroup())
     got = io.StringIO()
     result = recluster_spark(spark, tasks(jsonl=[first, second]), params, dedup, out=got,
                              partitions=2, sketch=dies_on_first_attempt)
     assert got.getvalue() == expected.getvalue()
     assert result.summary == local.summary
     assert len(got.getvalue().splitlines()) == len(docs)
+    # and a task did die: Spark counted the failure and ran it again
+    stages = [stage for job in set(tracker.getJobIdsForGroup()) - jobs_before
+              for stage in tracker.getJobInfo(job).stageIds]
+    failed = [tracker.getStageInfo(stage) for stage in stages]
+    assert sum(info.numFailedTasks for info in failed if info is not None) >= 1
 
 
 # --- mistakes: one line, exit 2 --------------------------------------------------------------------

@@ -41,7 +41,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from benchmarks.recluster import build_corpus, log, real_pages, run_ours
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 _REPO = Path(__file__).resolve().parent.parent
 
@@ -87,8 +89,14 @@ def child_sparkml(master: str, files: str, threshold: float) -> dict[str, Any]:
 
     from dedup.canonical import html_tokens
 
+    from pyspark.sql import SparkSession
+
     files = json.loads(Path(files).read_text())
-    session = _session(master)
+    # not through crawler.*: it imports Scrapy, whose zope.interface confuses pyspark.ml's
+    # parameter discovery (AttributeError: __provides__)
+    session = (SparkSession.builder.master(master)
+               .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
     started = time.perf_counter()
 
     def shingles(path: str) -> tuple[str, list[str]]:
@@ -216,6 +224,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    # imported here: a Spark ML child must not import Scrapy (see child_sparkml)
+    from benchmarks.recluster import build_corpus, real_pages, run_ours
+
     pages = real_pages(args.min_pages)
     files, _ = build_corpus(pages, work / "corpus", args.seed, 1 / 3)
     names = str(work / "files.json")  # the children read the file names from here

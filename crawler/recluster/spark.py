@@ -36,7 +36,6 @@ count such documents.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import os
 import re
@@ -61,14 +60,14 @@ from crawler.recluster.inputs import (
     store_page_document,
 )
 from crawler.recluster.pool import SketchedDocument, _init_sketcher, sketch_source
+import numpy as np
+
 from crawler.recluster.rounds import JOINED, KEPT, decide, preference
 from crawler.recluster.run import ReclusterResult, _line, _number
 from dedup.cluster import (
     KINDS,
     Assignment,
     Decision,
-    _hit_survivors,
-    _survivors,
     bound_denominator,
     hits_needed,
     indexed_count,
@@ -84,8 +83,6 @@ __all__ = ["SparkUnavailable", "Task", "recluster_spark", "spark_session", "task
 RECORD_BITS = 32
 #: HTML files or store pages per task
 TASK_DOCUMENTS = 256
-#: marks a capped fingerprint among a document's candidate hits
-_CAPPED = -1
 
 #: what a --master may look like (Spark's own parser gives a Java stack trace instead)
 _MASTER = re.compile(
@@ -370,39 +367,6 @@ def _merge_hash(a: tuple[int, Any, list], b: tuple[int, Any, list]) -> tuple[int
     return first
 
 
-def _postings(leaders: Any, queries: Any, need: float, cap: int, partitions: int) -> Any:
-    """fingerprint → the ``cap + 1`` lowest leader keys whose indexed part holds it."""
-    if need > 0:
-        # each leader indexes its rarest indexed_count fingerprints, by the corpus's counts
-        counts = queries.mapValues(lambda _: 1).reduceByKey(add, partitions)
-        share = leaders.mapValues(lambda sketch: _indexed_share(sketch, need))
-        entries = (
-            queries.join(counts, partitions)
-            .map(lambda kv: (kv[1][0], (kv[1][1], kv[0])))
-            .groupByKey(partitions)
-            .join(share, partitions)
-            .flatMap(lambda kv: ((f, kv[0]) for _, f in heapq.nsmallest(kv[1][1], kv[1][0])))
-        )
-    else:
-        entries = queries
-
-    def add_one(low: list[int], key: int) -> list[int]:
-        if len(low) <= cap:
-            heapq.heappush(low, -key)
-        elif -low[0] > key:
-            heapq.heapreplace(low, -key)
-        return low
-
-    def merge(a: list[int], b: list[int]) -> list[int]:
-        for neg in b:
-            add_one(a, -neg)
-        return a
-
-    return entries.aggregateByKey([], add_one, merge, partitions).mapValues(
-        lambda low: sorted(-neg for neg in low)
-    )
-
-
 def _indexed_share(sketch: Any, need: float) -> int:
     """How many of a leader's fingerprints are indexed (all, for kinds with no proven bound)."""
     distinct = sketch.distinct().size
@@ -411,38 +375,92 @@ def _indexed_share(sketch: Any, need: float) -> int:
     return indexed_count(int(distinct), need)
 
 
-def _hits(kv: tuple[int, tuple[int, list[int]]], cap: int) -> Iterator[tuple[int, int]]:
-    """(document, earlier leader) per indexed fingerprint they share, as the local index reads
-    it: the ``cap`` lowest earlier leaders, and a capped mark when there were more."""
-    _, (d, low) = kv
-    earlier = [e for e in low if e < d]
-    for e in earlier[:cap]:
-        yield d, e
-    if len(earlier) > cap:
-        yield d, _CAPPED
+def candidate_pairs(
+    session: Any, leaders: Any, dedup: DedupParams, need: float, partitions: int
+) -> tuple[Any, dict[str, int]]:
+    """(leader e, document d) for every pair worth estimating, as GreedyClusterer.decide picks
+    them, and the counters of the search.
 
+    Fingerprint-level work (a hundred rows per document) runs in Spark SQL, in the JVM: each
+    leader's indexed part (its rarest fingerprints by the corpus's counts, ties by the smaller
+    value, as :class:`dedup.frequency.FingerprintFrequency` breaks them), each fingerprint's
+    ``cap + 1`` lowest postings, the hits of every document on the earlier leaders' postings,
+    and the filter of :func:`dedup.cluster.hits_needed` (or, under the containment rule, of the
+    resemblance bound), in the same arithmetic as the local engine's.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, IntegerType, LongType, StructField, StructType
 
-def _survivors_of(
-    d: int, hits: Iterable[int], sketch: Any, dedup: DedupParams, need: float
-) -> tuple[int, Any, list[int], int, int]:
-    """The leaders worth estimating for document ``d``, as GreedyClusterer.decide picks them;
-    with how many were pruned and how many of its fingerprints were capped."""
-    shared: Counter[int] = Counter()
-    capped = 0
-    for e in hits:
-        if e == _CAPPED:
-            capped += 1
-        else:
-            shared[e] += 1
+    cap = dedup.cap
     containment = dedup.containment is not None
-    denominator = bound_denominator(sketch, containment=containment)
+    bound = dedup.threshold if not containment else min(dedup.threshold, dedup.containment)
+    session.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    schema = StructType([
+        StructField("d", LongType(), False),
+        StructField("fps", ArrayType(LongType(), False), False),
+        StructField("k", IntegerType(), False),
+        StructField("least", IntegerType(), True),
+        StructField("den", IntegerType(), True),
+    ])
+    rows = leaders.map(lambda kv: _leader_row_for_sql(kv[0], kv[1], need, containment))
+    docs = session.createDataFrame(rows, schema)
+    fps = docs.select("d", F.explode("fps").alias("f"))
     if need > 0:
-        least = None if denominator is None else hits_needed(denominator, need)
-        keep, pruned = _hit_survivors(shared, capped, least)
+        counts = fps.groupBy("f").count()
+        rarest = Window.partitionBy("d").orderBy("count", F.col("f") < 0, "f")
+        indexed = (
+            fps.join(counts, "f")
+            .join(docs.select("d", "k"), "d")
+            .withColumn("r", F.row_number().over(rarest))
+            .where("r <= k")
+            .select("f", F.col("d").alias("e"))
+        )
     else:
-        bound = dedup.threshold if not containment else min(dedup.threshold, dedup.containment)
-        keep, pruned = _survivors(shared, capped, denominator, bound)
-    return d, sketch, keep, pruned, capped
+        indexed = fps.select("f", F.col("d").alias("e"))
+    lowest = Window.partitionBy("f").orderBy("e")
+    postings = indexed.withColumn("rank", F.row_number().over(lowest)).where(f"rank <= {cap + 1}")
+    met = fps.join(postings, "f").where("e < d")
+    hits = met.where(f"rank <= {cap}").groupBy("d", "e").agg(F.count("*").alias("hits"))
+    capped = met.where(f"rank = {cap + 1}").groupBy("d").agg(F.count("*").alias("capped"))
+    found = (
+        hits.join(capped, "d", "left")
+        .fillna(0, ["capped"])
+        .join(docs.select("d", "least", "den"), "d")
+    )
+    if need > 0:
+        keep = F.col("least").isNull() | (F.col("hits") + F.col("capped") >= F.col("least"))
+    else:
+        upper = F.least(F.col("hits") + F.col("capped"), F.col("den")) / F.col("den")
+        keep = F.col("den").isNull() | ~(upper < F.lit(float(bound)))
+    found = found.withColumn("keep", keep).persist()
+    totals = found.groupBy().agg(
+        F.sum(F.col("keep").cast("long")).alias("comparisons"),
+        F.sum((~F.col("keep")).cast("long")).alias("pruned"),
+    ).first()
+    capped_totals = capped.groupBy().agg(
+        F.sum("capped").alias("capped"), F.count("*").alias("capped_documents")
+    ).first()
+    pairs = found.where("keep").select("e", "d").rdd.map(lambda r: (r[0], r[1]))
+    stats = {
+        "comparisons": int(totals["comparisons"] or 0),
+        "pruned": int(totals["pruned"] or 0),
+        "capped": int(capped_totals["capped"] or 0),
+        "capped_documents": int(capped_totals["capped_documents"] or 0),
+    }
+    return pairs, stats
+
+
+def _leader_row_for_sql(d: int, sketch: Any, need: float, containment: bool) -> tuple:
+    """A leader as Spark SQL holds it: its distinct fingerprints (as signed 64-bit integers),
+    how many it indexes, and the bound's terms."""
+    distinct = sketch.distinct()
+    denominator = bound_denominator(sketch, containment=containment)
+    least = None
+    if need > 0 and denominator is not None:
+        least = hits_needed(denominator, need)
+    k = _indexed_share(sketch, need) if need > 0 else int(distinct.size)
+    return d, distinct.view(np.int64).tolist(), k, least, denominator
 
 
 def _decide_partition(
@@ -531,11 +549,10 @@ class Clustered:
     stats: dict[str, int]
 
 
-def cluster(sketched: Any, job: SparkJob, ranges: KeyRanges) -> Clustered:
+def cluster(session: Any, sketched: Any, job: SparkJob, ranges: KeyRanges) -> Clustered:
     """(key, (cluster id, representative, resemblance, kind, identical)) per clustered
     document, partitioned by ``ranges`` (so in input order partition by partition)."""
     dedup, partitions = job.dedup, job.partitions
-    cap = dedup.cap
     need = 0.0 if dedup.containment is not None else float(dedup.threshold)
     by_hash = (
         sketched.filter(lambda kv: kv[1][1] is not None)
@@ -544,27 +561,12 @@ def cluster(sketched: Any, job: SparkJob, ranges: KeyRanges) -> Clustered:
         .persist()
     )
     leaders = by_hash.map(lambda kv: (kv[1][0], kv[1][1])).partitionBy(partitions).persist()
-    queries = (
-        leaders.flatMap(lambda kv: ((int(f), kv[0]) for f in kv[1].distinct().tolist()))
-        .partitionBy(partitions)
-        .persist()
-    )
-    postings = _postings(leaders, queries, need, cap, partitions)
-    hits = (
-        queries.join(postings, partitions)
-        .flatMap(lambda kv: _hits(kv, cap))
-        .groupByKey(partitions)
-        .join(leaders, partitions)
-        .map(lambda kv: _survivors_of(kv[0], kv[1][0], kv[1][1], dedup, need))
-        .persist()
-    )
-    counted = hits.map(lambda t: (len(t[2]), t[3], t[4], int(t[4] > 0))).fold(
-        (0, 0, 0, 0), lambda a, b: tuple(x + y for x, y in zip(a, b))
-    )
+    pairs, stats = candidate_pairs(session, leaders, dedup, need, partitions)
     estimates = (
-        hits.flatMap(lambda t: ((e, (t[0], t[1])) for e in t[2]))
+        pairs.join(leaders, partitions)
+        .map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))
         .join(leaders, partitions)
-        .map(lambda kv: (kv[1][0][0], (kv[0], *_estimate(kv[1][0][1], kv[1][1]))))
+        .map(lambda kv: (kv[0], (kv[1][0][0], *_estimate(kv[1][1], kv[1][0][1]))))
     )
     done, rounds = greedy_rounds(leaders, estimates, dedup, partitions)
     decisions = done[0].context.union(done).partitionBy(partitions, ranges).persist()
@@ -595,15 +597,7 @@ def cluster(sketched: Any, job: SparkJob, ranges: KeyRanges) -> Clustered:
         .map(lambda kv: (kv[1][0][0], _copy_row(kv[1][0][1], kv[1][1])))
     )
     rows = led.union(copied)
-    stats = {
-        "comparisons": counted[0],
-        "pruned": counted[1],
-        "capped": counted[2],
-        "capped_documents": counted[3],
-        "rounds": rounds,
-    }
-    for rdd in (hits, queries):
-        rdd.unpersist()
+    stats["rounds"] = rounds
     return Clustered(rows, stats)
 
 
@@ -661,7 +655,7 @@ def recluster_spark(
         if reason is not None:
             result.skipped[reason] += n
     ranges = KeyRanges(list(itertools.accumulate(per_task)), partitions)
-    clustered = cluster(sketched, job, ranges)
+    clustered = cluster(session, sketched, job, ranges)
     rows = clustered.rows.persist()
     kinds = rows.map(lambda kv: kv[1][3]).countByValue()
     result.summary = _summary(rows)

@@ -275,6 +275,7 @@ def _run_spark(args: argparse.Namespace, config: Any) -> int:
             result = recluster_spark(
                 session, work, config.sketch, config.dedup, out=handle,
                 parquet=args.output if parquet else None, partitions=args.partitions,
+                area=config.canonical,
             )
         finally:
             if made_here:

@@ -74,7 +74,7 @@ from dedup.cluster import (
 )
 from dedup.estimators import estimate
 from dedup.index import ClusterInfo
-from dedup.params import DedupParams, SketchParams
+from dedup.params import ContentArea, DedupParams, SketchParams
 from dedup.summary import ClusterSummary
 
 __all__ = ["SparkUnavailable", "Task", "recluster_spark", "spark_session", "tasks"]
@@ -273,14 +273,16 @@ class SparkJob:
     dedup: DedupParams
     partitions: int
     sketch: Callable[[SourceDocument], SketchedDocument] = sketch_source
+    #: the content area HTML documents are read with (None: the whole page)
+    area: ContentArea | None = None
     stats: dict[str, int] = field(default_factory=dict)
 
 
 def _sketch_partition(job: SparkJob) -> Callable[[Iterable[tuple[int, SourceDocument]]], Iterator]:
-    params, engine, sketch = job.params, job.dedup.canonicaliser, job.sketch
+    params, engine, sketch, area = job.params, job.dedup.canonicaliser, job.sketch, job.area
 
     def run(docs: Iterable[tuple[int, SourceDocument]]) -> Iterator[tuple[int, tuple]]:
-        _init_sketcher(params, engine)
+        _init_sketcher(params, engine, area)
         for key, doc in docs:
             try:
                 made = sketch(doc)
@@ -634,15 +636,17 @@ def recluster_spark(
     parquet: str | None = None,
     partitions: int | None = None,
     sketch: Callable[[SourceDocument], SketchedDocument] = sketch_source,
+    area: ContentArea | None = None,
 ) -> ReclusterResult:
     """Cluster the documents of ``work`` on Spark; write clusters.jsonl lines to ``out`` (in
-    input order) or a Parquet dataset to ``parquet``. Same result as the local engine's."""
+    input order) or a Parquet dataset to ``parquet``. Same result as the local engine's
+    (:func:`crawler.recluster.run.recluster`), HTML read with the content area ``area``."""
     if dedup.representative == "popular":
         raise ValueError("the 'popular' representative is not available on Spark")
     started = time.perf_counter()
     sc = session.sparkContext
     partitions = partitions or max(2, sc.defaultParallelism)
-    job = SparkJob(params, dedup, partitions, sketch)
+    job = SparkJob(params, dedup, partitions, sketch, area)
     sketched = sketched_rdd(sc, job, work).persist()
     result = ReclusterResult(ClusterSummary())
     # one pass over the sketches: how many documents each task read, and why any were skipped

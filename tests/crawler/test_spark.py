@@ -161,12 +161,20 @@ def test_warc_store_and_html_inputs_with_bad_records(spark, tmp_path, capsys):
     store = tmp_path / "store"
     crawl_into_store(store, store_pages(seed=4, groups=5), params, threshold=0.9)
     argv = ["--store", str(store), "--html", str(pages), "--threshold", "0.5"]
+    main_content = ["--content-area", "main"]  # read as the local engine reads it, too
     local, on_spark = tmp_path / "local.jsonl", tmp_path / "spark.jsonl"
     expected = run(capsys, *argv, "--warc", str(warc), "-o", str(local), "-j", "1")
     assert {"too_deep", "empty", "not_html (image/png)", "http_404"} <= set(expected["skipped"])
     got = run(capsys, *argv, "--warc", str(warc), "-o", str(on_spark), "--engine", "spark")
     assert on_spark.read_bytes() == local.read_bytes()
     assert without_timing(got) == without_timing(expected)
+    by_main = [tmp_path / "main-local.jsonl", tmp_path / "main-spark.jsonl"]
+    expected_main = run(capsys, *argv, *main_content, "--warc", str(warc), "-o", str(by_main[0]))
+    got_main = run(capsys, *argv, *main_content, "--warc", str(warc), "-o", str(by_main[1]),
+                   "--engine", "spark")
+    assert by_main[1].read_bytes() == by_main[0].read_bytes()
+    assert without_timing(got_main) == without_timing(expected_main)
+    assert expected_main["parameters"]["canonical"] != expected["parameters"]["canonical"]
 
     # the local engine stops at a broken record (exit 2); on Spark, where one bad file among
     # thousands must not fail the job, the records before the break count and the break is

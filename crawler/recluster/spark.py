@@ -21,7 +21,8 @@ Same tokens, same sketches, same decisions as the single-machine engine
    cut at the boilerplate cap (the ``cap`` lowest keys, as the local index keeps the lowest
    cluster ids); a pair is estimated only when it meets :func:`dedup.cluster.hits_needed`
    indexed fingerprints (or, under the containment rule, the resemblance bound), and
-   :func:`dedup.estimators.estimate` decides which pairs qualify.
+   :func:`dedup.estimators.estimate` decides which pairs qualify. The fingerprint-level work
+   (a hundred rows per document) runs in Spark SQL, in the JVM; Python sees pairs only.
 4. **Greedy rounds** (:mod:`crawler.recluster.rounds`): a document is decided once every
    candidate before its first kept one is decided; cluster ids number the kept documents in
    input order, as the local index numbers its clusters.
@@ -30,8 +31,11 @@ Where the two engines can differ: only through the cap. The local engine's posti
 representatives only; here they hold every leader that might become one, so a fingerprint in
 the indexed part of more than ``cap`` near-identical leaders is cut where the local index is
 not (and the local engine, which picks the "rarest" part from the counts seen so far, indexes
-common fingerprints early in a corpus where this engine does not). The tests and the benchmark
-count such documents.
+common fingerprints early in a corpus where this engine does not). Both report how often the
+cap bit (``capped``); the benchmark counts the documents decided differently under a small cap.
+
+The popular representative is refused: it changes as its cluster grows, so whether a document
+joins depends on every member before it, not on its candidates alone.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from dataclasses import dataclass, field
 from operator import add
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlparse
 
 from crawler.recluster.inputs import (
     HTML_SUFFIXES,
@@ -240,6 +245,8 @@ def read_task(task: Task, remote: bytes | None = None) -> Iterator[SourceDocumen
 
 
 def _read_warc_bytes(path: str, data: bytes) -> Iterator[SourceDocument]:
+    """The records of a WARC file Spark read from a Hadoop file system (``binaryFiles``: the
+    whole file), through the same reader as a local file."""
     import tempfile
 
     with tempfile.NamedTemporaryFile(suffix=".warc") as fh:
@@ -307,8 +314,11 @@ def sketched_rdd(sc: Any, job: SparkJob, work: list[Task]) -> Any:
     rdd = sc.parallelize(local, max(1, len(local))) if local else sc.emptyRDD()
     remote = [t for t in work if t.kind == "warc" and _remote(t.path)]
     if remote:
-        by_path = {t.path: t for t in remote}
-        files = sc.binaryFiles(",".join(by_path)).map(lambda kv: (by_path[kv[0]], kv[1]))
+        # Hadoop names a file in its own way (hdfs:///x may come back as hdfs://host:8020/x)
+        by_path = {urlparse(t.path).path: t for t in remote}
+        files = sc.binaryFiles(",".join(t.path for t in remote)).map(
+            lambda kv: (by_path[urlparse(kv[0]).path], kv[1])
+        )
         rdd = rdd.union(files)
     return rdd.flatMap(_task_documents).mapPartitions(_sketch_partition(job))
 

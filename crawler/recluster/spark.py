@@ -95,6 +95,14 @@ _MASTER = re.compile(
 )
 
 
+def _spill() -> Any:
+    """Where kept RDDs live: memory, spilling to disk when it is short (rather than dropping
+    them to be computed again, or the JVM running out of memory)."""
+    from pyspark import StorageLevel
+
+    return StorageLevel.MEMORY_AND_DISK
+
+
 class SparkUnavailable(RuntimeError):
     """Spark cannot start here (no pyspark, no Java, a bad master URL); one line for the user."""
 
@@ -445,7 +453,7 @@ def candidate_pairs(
     else:
         upper = F.least(F.col("hits") + F.col("capped"), F.col("den")) / F.col("den")
         keep = F.col("den").isNull() | ~(upper < F.lit(float(bound)))
-    found = found.withColumn("keep", keep).persist()
+    found = found.withColumn("keep", keep).persist(_spill())
     totals = found.groupBy().agg(
         F.sum(F.col("keep").cast("long")).alias("comparisons"),
         F.sum((~F.col("keep")).cast("long")).alias("pruned"),
@@ -516,17 +524,17 @@ def greedy_rounds(
         estimates.groupByKey(partitions)
         .mapValues(lambda est: (preference(est, threshold, containment), {}))
         .filter(lambda kv: kv[1][0])
-        .persist()
+        .persist(_spill())
     )
     by_candidate = (
         waiting.flatMap(lambda kv: ((e, kv[0]) for e in {p[0] for p in kv[1][0]}))
         .partitionBy(partitions)
-        .persist()
+        .persist(_spill())
     )
     decided = (
         leaders.subtractByKey(waiting, partitions)
         .mapValues(lambda _: ("kept", None, None))
-        .persist()
+        .persist(_spill())
     )
     done = [decided]
     pending = waiting.count()
@@ -538,7 +546,7 @@ def greedy_rounds(
         )
         step = waiting.cogroup(updates, partitions).mapPartitions(
             _decide_partition, preservesPartitioning=True
-        ).persist()
+        ).persist(_spill())
         step.localCheckpoint()  # the next round starts from here, not from the first
         counts = step.map(lambda kv: kv[1][0]).countByValue()
         if not counts.get("D"):
@@ -570,9 +578,9 @@ def cluster(session: Any, sketched: Any, job: SparkJob, ranges: KeyRanges) -> Cl
         sketched.filter(lambda kv: kv[1][1] is not None)
         .map(lambda kv: (kv[1][2], (kv[0], kv[1][1])))
         .combineByKey(_first_of_hash, _add_to_hash, _merge_hash, partitions)
-        .persist()
+        .persist(_spill())
     )
-    leaders = by_hash.map(lambda kv: (kv[1][0], kv[1][1])).partitionBy(partitions).persist()
+    leaders = by_hash.map(lambda kv: (kv[1][0], kv[1][1])).partitionBy(partitions).persist(_spill())
     pairs, stats = candidate_pairs(session, leaders, dedup, need, partitions)
     estimates = (
         pairs.join(leaders, partitions)
@@ -581,7 +589,7 @@ def cluster(session: Any, sketched: Any, job: SparkJob, ranges: KeyRanges) -> Cl
         .map(lambda kv: (kv[0], (kv[1][0][0], *_estimate(kv[1][1], kv[1][0][1]))))
     )
     done, rounds = greedy_rounds(leaders, estimates, dedup, partitions)
-    decisions = done[0].context.union(done).partitionBy(partitions, ranges).persist()
+    decisions = done[0].context.union(done).partitionBy(partitions, ranges).persist(_spill())
     # cluster ids number the kept documents in input order: partition p's kept documents
     # come after those of partitions 0..p-1
     kept = decisions.mapPartitions(
@@ -601,7 +609,7 @@ def cluster(session: Any, sketched: Any, job: SparkJob, ranges: KeyRanges) -> Cl
     led = (
         decisions.join(rep_cluster, partitions)
         .map(lambda kv: (kv[0], _leader_row(kv[1][0], kv[1][1])))
-        .persist()
+        .persist(_spill())
     )
     copied = (
         by_hash.flatMap(lambda kv: ((kv[1][0], copy) for copy in kv[1][2]))
@@ -657,7 +665,7 @@ def recluster_spark(
     sc = session.sparkContext
     partitions = partitions or max(2, sc.defaultParallelism)
     job = SparkJob(params, dedup, partitions, sketch, area)
-    sketched = sketched_rdd(sc, job, work).persist()
+    sketched = sketched_rdd(sc, job, work).persist(_spill())
     result = ReclusterResult(ClusterSummary())
     # one pass over the sketches: how many documents each task read, and why any were skipped
     read = sketched.map(
@@ -670,7 +678,7 @@ def recluster_spark(
             result.skipped[reason] += n
     ranges = KeyRanges(list(itertools.accumulate(per_task)), partitions)
     clustered = cluster(session, sketched, job, ranges)
-    rows = clustered.rows.persist()
+    rows = clustered.rows.persist(_spill())
     kinds = rows.map(lambda kv: kv[1][3]).countByValue()
     result.summary = _summary(rows)
     result.stats = {

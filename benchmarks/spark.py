@@ -125,7 +125,13 @@ def child_sparkml(master: str, files: str, threshold: float) -> dict[str, Any]:
 def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, Any]:
     import numpy as np
 
-    from crawler.recluster.spark import RECORD_BITS, KeyRanges, SparkJob, cluster
+    from crawler.recluster.spark import (
+        DOCUMENTS_PER_PARTITION,
+        RECORD_BITS,
+        KeyRanges,
+        SparkJob,
+        cluster,
+    )
     from dedup.params import DedupParams, SketchParams
     from dedup.sketches import MinSketch
 
@@ -151,7 +157,7 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
             key = (task << RECORD_BITS) + i
             yield key, (f"doc-{doc}", MinSketch(values[:s], s, n), int(values[0]) ^ doc, None)
 
-    partitions = max(2, sc.defaultParallelism)
+    partitions = max(2, sc.defaultParallelism, -(-size // DOCUMENTS_PER_PARTITION))
     sketched = sc.parallelize(range(len(counts)), len(counts)).flatMap(documents).persist()
     sketched.count()  # made before the clock starts: only clustering is timed
     made = _shuffle_bytes(session)

@@ -88,6 +88,9 @@ __all__ = ["SparkUnavailable", "Task", "recluster_spark", "spark_session", "task
 RECORD_BITS = 32
 #: HTML files or store pages per task
 TASK_DOCUMENTS = 256
+#: documents per partition of the clustering stages, unless --partitions says otherwise: a
+#: partition's sketches and fingerprint rows then fit a default executor's memory
+DOCUMENTS_PER_PARTITION = 20_000
 
 #: what a --master may look like (Spark's own parser gives a Java stack trace instead)
 _MASTER = re.compile(
@@ -663,8 +666,7 @@ def recluster_spark(
         raise ValueError("the 'popular' representative is not available on Spark")
     started = time.perf_counter()
     sc = session.sparkContext
-    partitions = partitions or max(2, sc.defaultParallelism)
-    job = SparkJob(params, dedup, partitions, sketch, area)
+    job = SparkJob(params, dedup, partitions or 0, sketch, area)
     sketched = sketched_rdd(sc, job, work).persist(_spill())
     result = ReclusterResult(ClusterSummary())
     # one pass over the sketches: how many documents each task read, and why any were skipped
@@ -676,6 +678,10 @@ def recluster_spark(
         per_task[task + 1] += n
         if reason is not None:
             result.skipped[reason] += n
+    if partitions is None:
+        documents = sum(per_task)
+        partitions = max(2, sc.defaultParallelism, -(-documents // DOCUMENTS_PER_PARTITION))
+    job.partitions = partitions
     ranges = KeyRanges(list(itertools.accumulate(per_task)), partitions)
     clustered = cluster(session, sketched, job, ranges)
     rows = clustered.rows.persist(_spill())

@@ -232,25 +232,32 @@ typedef struct {
  * ones among them. Returns 0, or -1 at an element deeper than max_depth. */
 static int walk(const walker *w, lxb_node *top, size_t depth, int pre)
 {
+    /* the walker's fields as locals: the compiler keeps them in registers across the writes */
+    tag_kinds *kinds = w->kinds;
+    buffer *out = w->out;
+    const char *mark = w->mark;
+    size_t mark_length = w->mark_length, max_depth = w->max_depth;
+    const node_set *skip = w->skip->count ? w->skip : NULL;
+    int text = w->text, lines = w->lines;
     lxb_node *node = top;
     while (node != NULL) {
         lxb_node *child = NULL;
         unsigned int type = node_type(node);
         if (type == TYPE_TEXT) {
-            if (w->text)
-                put_text(w->out, w->document, node, w->lines && pre > 0);
+            if (text)
+                put_text(out, w->document, node, lines && pre > 0);
         } else if (type == TYPE_ELEMENT) {
-            if (depth + 1 > w->max_depth)
+            if (depth + 1 > max_depth)
                 return -1;
-            unsigned char kind = kind_of(w->kinds, node);
-            if (!(kind & KIND_REMOVED) && !(w->skip->count && set_holds(w->skip, node))) {
+            unsigned char kind = kind_of(kinds, node);
+            if (!(kind & KIND_REMOVED) && !(skip && set_holds(skip, node))) {
                 if (kind & KIND_BLOCK)
-                    put(w->out, w->mark, w->mark_length);
+                    put(out, mark, mark_length);
                 if (kind & KIND_PRE)
                     pre++;
                 child = node_first_child(node);
                 if (child == NULL)
-                    leave(w->kinds, w->out, node, w->mark, w->mark_length, &pre);
+                    leave(kinds, out, node, mark, mark_length, &pre);
             }
         }
         if (child != NULL) {
@@ -264,7 +271,7 @@ static int walk(const walker *w, lxb_node *top, size_t depth, int pre)
             if (node == NULL)
                 return 0;
             depth--;
-            leave(w->kinds, w->out, node, w->mark, w->mark_length, &pre);
+            leave(kinds, out, node, mark, mark_length, &pre);
         }
         node = node == top ? NULL : node_next(node);
     }

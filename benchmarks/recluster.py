@@ -407,6 +407,23 @@ def peak_rss_kb() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
+def synthetic_values(seed: int, doc: int, planted: float, rng: np.random.Generator,
+                     s: int = 100) -> np.ndarray:  # fmt: skip
+    """The sorted sampled ids of synthetic document ``doc``: its own random ids, or, with
+    probability ``planted``, a near copy of an earlier document's (5 of its ``s`` ids replaced).
+    The scale runs here and in ``benchmarks.spark`` draw their corpora with it."""
+
+    def own(d: int) -> np.ndarray:
+        return np.random.default_rng([seed, d]).integers(0, 2**64 - 1, size=s, dtype=np.uint64)
+
+    if doc and rng.random() < planted:
+        values = own(int(rng.integers(0, doc)))
+        values[rng.choice(s, 5, replace=False)] = own(doc)[:5]
+    else:
+        values = own(doc)
+    return np.unique(values)
+
+
 def scale_child(size: int, planted: float, budget: float, seed: int) -> dict[str, Any]:
     """Cluster ``size`` synthetic sketches in this process; the figures as a dict."""
     from dedup.cluster import GreedyClusterer
@@ -416,10 +433,6 @@ def scale_child(size: int, planted: float, budget: float, seed: int) -> dict[str
 
     s, n = 100, 1000  # a MIN_100 sample of a document of 1,000 distinct shingles
     rng = np.random.default_rng(seed)
-
-    def own(doc: int) -> np.ndarray:
-        return np.random.default_rng([seed, doc]).integers(0, 2**64 - 1, size=s, dtype=np.uint64)
-
     directory = tempfile.mkdtemp(prefix="neardup-scale-")
     clustering = generating = 0.0
     done = peak_anon = 0
@@ -433,13 +446,7 @@ def scale_child(size: int, planted: float, budget: float, seed: int) -> dict[str
                 count = min(BATCH, size - done)
                 sketches = []
                 for doc in range(done, done + count):
-                    if doc and rng.random() < planted:
-                        # a near copy: 5 of an earlier document's 100 sampled ids replaced
-                        values = own(int(rng.integers(0, doc)))
-                        values[rng.choice(s, 5, replace=False)] = own(doc)[:5]
-                    else:
-                        values = own(doc)
-                    values = np.unique(values)
+                    values = synthetic_values(seed, doc, planted, rng, s)
                     sketches.append((MinSketch(values[:s], s, n), int(values[0]) ^ doc))
                 t1 = time.perf_counter()
                 generating += t1 - t0
@@ -477,7 +484,7 @@ def scale_child(size: int, planted: float, budget: float, seed: int) -> dict[str
         "peak_rss_mb": round(peak_rss_kb() / 1024, 1),
         "peak_anon_mb": round(peak_anon / 1024, 1),
         "index_mb": round(used / 2**20, 1),
-        "new_clusters": stats["new"],
+        "new_clusters": stats["kept"],
         "near_duplicates": stats["near_duplicate"],
     }
 

@@ -132,6 +132,7 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
         SparkJob,
         cluster,
     )
+    from benchmarks.recluster import synthetic_values
     from dedup.params import DedupParams, SketchParams
     from dedup.sketches import MinSketch
 
@@ -141,19 +142,11 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
     per_task = 10_000
     counts = [min(per_task, size - t * per_task) for t in range(-(-size // per_task))]
 
-    def own(doc: int) -> np.ndarray:
-        return np.random.default_rng([seed, doc]).integers(0, 2**64 - 1, size=s, dtype=np.uint64)
-
     def documents(task: int):
         rng = np.random.default_rng([seed, task, 1])
         for i in range(counts[task]):
             doc = task * per_task + i
-            if doc and rng.random() < planted:
-                values = own(int(rng.integers(0, doc)))
-                values[rng.choice(s, 5, replace=False)] = own(doc)[:5]
-            else:
-                values = own(doc)
-            values = np.unique(values)
+            values = synthetic_values(seed, doc, planted, rng, s)
             key = (task << RECORD_BITS) + i
             yield key, (f"doc-{doc}", MinSketch(values[:s], s, n), int(values[0]) ^ doc, None)
 

@@ -8,3 +8,20 @@ from hypothesis import settings
 # example can take longer than Hypothesis's default 200 ms deadline without anything being wrong.
 settings.register_profile("neardup", deadline=None)
 settings.load_profile("neardup")
+
+
+def html_corpus_or_skip(min_pages: int) -> list:
+    """The real HTML corpus (``benchmarks.corpus``) of at least ``min_pages`` pages; without it
+    a test is skipped, except in CI, where it fails: CI must test on real pages."""
+    import os
+
+    import pytest
+
+    from benchmarks.corpus import html_corpus
+
+    try:
+        return html_corpus(min_pages=min_pages)
+    except RuntimeError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"the HTML corpus is needed in CI: {exc}")
+        pytest.skip(f"no HTML corpus: {exc}")

@@ -20,13 +20,13 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from benchmarks.corpus import html_corpus  # noqa: E402
 from crawler.cli import main  # noqa: E402
 from crawler.recluster.inputs import read_jsonl  # noqa: E402
 from crawler.recluster.pool import sketch_source  # noqa: E402
 from crawler.recluster.run import recluster  # noqa: E402
 from crawler.recluster.spark import recluster_spark, spark_session, tasks  # noqa: E402
 from dedup.params import DedupParams, SketchParams  # noqa: E402
+from tests.conftest import html_corpus_or_skip  # noqa: E402
 from tests.crawler.test_recluster import (  # noqa: E402
     crawl_into_store,
     store_pages,
@@ -69,12 +69,7 @@ def without_timing(report: dict) -> dict:
 def planted_corpus(folder: Path) -> list[str]:
     """Real HTML pages, then exact copies and edited copies of a third of them (a paragraph
     dropped, a sentence added), interleaved; the file names in input order."""
-    try:
-        pages = html_corpus(min_pages=PAGES)
-    except RuntimeError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"the HTML corpus is needed in CI: {exc}")
-        pytest.skip(f"no HTML corpus: {exc}")
+    pages = html_corpus_or_skip(PAGES)
     rng = random.Random(5)
     chosen = rng.sample(pages, PAGES)
     folder.mkdir()

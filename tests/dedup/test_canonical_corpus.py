@@ -24,6 +24,7 @@ from dedup.canonical import decode_html, html_joined_tokens, html_tokens
 from dedup.html_text import BREAK, extract_utf8
 from dedup.params import ContentArea
 from dedup.units import JoinedTokens
+from tests.conftest import html_corpus_or_skip
 
 MIN_PAGES = 500
 STRIDE = 3  # compare every third page unless NEARDUP_CORPUS_PAGES=all
@@ -31,12 +32,7 @@ STRIDE = 3  # compare every third page unless NEARDUP_CORPUS_PAGES=all
 
 @pytest.fixture(scope="module")
 def pages() -> list[Path]:
-    try:
-        every = html_corpus(min_pages=MIN_PAGES)
-    except RuntimeError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"the HTML corpus is needed in CI: {exc}")
-        pytest.skip(f"no HTML corpus: {exc}")
+    every = html_corpus_or_skip(MIN_PAGES)
     if os.environ.get("NEARDUP_CORPUS_PAGES", "").lower() == "all":
         return every
     chosen = every[::STRIDE]

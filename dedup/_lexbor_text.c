@@ -540,6 +540,21 @@ static tag_kinds *document_arguments(PyObject *capsule, Py_buffer *data)
     return kinds;
 }
 
+/* A walk's result for Python, its buffer freed: None when the tree was too deep, else the text
+ * (MemoryError when the buffer could not grow). */
+static PyObject *walked_text(int too_deep, buffer *out)
+{
+    PyObject *result = NULL;
+    if (too_deep)
+        result = Py_NewRef(Py_None);
+    else if (out->failed)
+        PyErr_NoMemory();
+    else
+        result = PyBytes_FromStringAndSize(out->data, (Py_ssize_t)out->length);
+    free(out->data);
+    return result;
+}
+
 static PyObject *marked_text(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *capsule;
@@ -558,17 +573,12 @@ static PyObject *marked_text(PyObject *Py_UNUSED(module), PyObject *args)
     status = parse_and_walk(kinds, &data, lines, limit, &out);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
-    PyObject *result = NULL;
-    if (status == FAILED)
+    if (status == FAILED) {
+        free(out.data);
         PyErr_SetString(PyExc_MemoryError, "lexbor could not parse the document");
-    else if (status == TOO_DEEP)
-        result = Py_NewRef(Py_None);
-    else if (out.failed)
-        PyErr_NoMemory();
-    else
-        result = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.length);
-    free(out.data);
-    return result;
+        return NULL;
+    }
+    return walked_text(status == TOO_DEEP, &out);
 }
 
 static PyObject *fits(PyObject *Py_UNUSED(module), PyObject *args)
@@ -702,15 +712,7 @@ static PyObject *tree_text(PyObject *Py_UNUSED(module), PyObject *args)
     Py_END_ALLOW_THREADS
     free(skip.addresses);
     free(roots);
-    PyObject *result = NULL;
-    if (status != 0)
-        result = Py_NewRef(Py_None);
-    else if (out.failed)
-        PyErr_NoMemory();
-    else
-        result = PyBytes_FromStringAndSize(out.data, (Py_ssize_t)out.length);
-    free(out.data);
-    return result;
+    return walked_text(status != 0, &out);
 }
 
 static PyMethodDef methods[] = {

@@ -61,11 +61,7 @@ class SketchParams:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SketchParams:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown sketch parameter {unknown[0]!r}")
-        return cls(**data)
+        return cls(**_known_fields(cls, data, "sketch"))
 
     def describe(self) -> str:
         """One line for humans, e.g. in a summary or an error."""
@@ -80,6 +76,14 @@ class SketchParams:
             f"{what} over {self.shingle_size}-{self.unit} shingles, option {self.option}, "
             f"{self.fingerprint_bits}-bit Rabin fingerprints, seed {self.seed}"
         )
+
+
+def _known_fields(cls: type, data: dict[str, Any], section: str) -> dict[str, Any]:
+    """``data``, once every key is a field of ``cls`` (else the first unknown one is named)."""
+    unknown = sorted(set(data) - {f.name for f in fields(cls)})
+    if unknown:
+        raise ValueError(f"unknown {section} parameter {unknown[0]!r}")
+    return data
 
 
 def _choice(name: str, value: object, allowed: tuple[object, ...]) -> None:
@@ -191,11 +195,7 @@ class ContentArea:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ContentArea:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown canonical parameter {unknown[0]!r}")
-        return cls(**data)
+        return cls(**_known_fields(cls, data, "canonical"))
 
     def describe(self) -> str:
         """One line for humans: ``all``, ``main``, ``main, include: main, exclude: .ads``."""

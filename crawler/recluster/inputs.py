@@ -54,36 +54,42 @@ class InputError(ValueError):
 
 def read_warc(paths: Iterable[str | Path]) -> Iterator[SourceDocument]:
     """HTML ``response`` records of WARC or WARC.gz files (warcio decodes gzip and chunking)."""
-    from warcio.archiveiterator import ArchiveIterator
-    from warcio.exceptions import ArchiveLoadFailed
-
     for path in paths:
         try:
             stream = open(path, "rb")
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror}") from None
         with stream:
-            _check_archive_start(stream, path)
-            try:
-                for record in ArchiveIterator(stream):
-                    if record.rec_type != "response":
-                        continue
-                    url = record.rec_headers.get_header("WARC-Target-URI") or ""
-                    body = record.content_stream().read()
-                    ctype, status = "", ""
-                    if record.http_headers is not None:
-                        ctype = (record.http_headers.get_header("Content-Type") or "").lower()
-                        status = record.http_headers.get_statuscode() or ""
-                    if status and not status.startswith("2"):
-                        # the crawler never clusters an error page, whatever its type
-                        yield SourceDocument(url, "html", b"", skip_reason=f"http_{status}")
-                    elif "html" in ctype or (not ctype and looks_like_html(body)):
-                        yield SourceDocument(url, "html", body, encoding=charset_of(ctype or ""))
-                    else:
-                        reason = f"not_html ({ctype or 'no Content-Type'})"
-                        yield SourceDocument(url, "html", b"", skip_reason=reason)
-            except ArchiveLoadFailed as exc:
-                raise InputError(f"{path} is not a WARC file: {exc}") from None
+            yield from read_warc_stream(stream, path)
+
+
+def read_warc_stream(stream: IO[bytes], path: str | Path) -> Iterator[SourceDocument]:
+    """The documents of one WARC file already open (a local file, or the bytes a Hadoop file
+    system gave Spark); ``path`` names it in errors."""
+    from warcio.archiveiterator import ArchiveIterator
+    from warcio.exceptions import ArchiveLoadFailed
+
+    _check_archive_start(stream, path)
+    try:
+        for record in ArchiveIterator(stream):
+            if record.rec_type != "response":
+                continue
+            url = record.rec_headers.get_header("WARC-Target-URI") or ""
+            body = record.content_stream().read()
+            ctype, status = "", ""
+            if record.http_headers is not None:
+                ctype = (record.http_headers.get_header("Content-Type") or "").lower()
+                status = record.http_headers.get_statuscode() or ""
+            if status and not status.startswith("2"):
+                # the crawler never clusters an error page, whatever its type
+                yield SourceDocument(url, "html", b"", skip_reason=f"http_{status}")
+            elif "html" in ctype or (not ctype and looks_like_html(body)):
+                yield SourceDocument(url, "html", body, encoding=charset_of(ctype or ""))
+            else:
+                reason = f"not_html ({ctype or 'no Content-Type'})"
+                yield SourceDocument(url, "html", b"", skip_reason=reason)
+    except ArchiveLoadFailed as exc:
+        raise InputError(f"{path} is not a WARC file: {exc}") from None
 
 
 #: how a WARC (or an ARC, which warcio also reads) file begins, once un-gzipped

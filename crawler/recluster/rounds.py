@@ -10,10 +10,12 @@ documents whose estimate against it qualifies. Put them in the order the cluster
 representative ("kept"); candidates that joined a cluster are passed over; if every candidate
 joined one, the document is kept. So a document is decided as soon as the status of every
 candidate *before the first kept one* in its preference order is known (:func:`decide`).
-A document with no candidates is kept at once; the others follow in rounds, each round deciding
-every document whose deciding candidates were decided in an earlier round. The number of rounds
-is the longest chain of documents each waiting on the one before, which is short on real corpora
-(a near duplicate of a kept page is decided in the round after it).
+A document with no candidates is kept at once; the others follow in rounds. Within a round each
+partition takes its documents in input order (:func:`decide_in_order`), so a document whose
+deciding candidates were decided earlier in the same pass is decided too: only a chain of
+documents that crosses partitions, each waiting on the one before, needs a round per crossing.
+Partitions hold contiguous stretches of the input, so on real corpora two or three rounds
+decide everything.
 
 The Spark engine (:mod:`crawler.recluster.spark`) runs these steps in executors; they are plain
 functions on plain tuples so that they can be tested, and reasoned about, without Spark.
@@ -26,13 +28,20 @@ functions on plain tuples so that they can be tested, and reasoned about, withou
 ('near_duplicate', 3)
 >>> decide(prefs, {1: JOINED, 3: JOINED})[:2]
 ('kept', None)
+
+In one pass, in input order, a decision made earlier in the pass counts: document 7 prefers 5,
+which is decided (kept, its only candidate 1 having joined a cluster) just before it.
+
+>>> one = [(1, "near_duplicate", 0.9)]
+>>> list(decide_in_order([(5, one, {1: JOINED}), (7, [(5, "near_duplicate", 0.95)], {})]))
+[(5, ('kept', None, None)), (7, ('near_duplicate', 5, 0.95))]
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
-__all__ = ["JOINED", "KEPT", "decide", "preference"]
+__all__ = ["JOINED", "KEPT", "decide", "decide_in_order", "preference"]
 
 #: a decided document's status, as its later candidates need it
 KEPT = 1
@@ -77,3 +86,22 @@ def decide(
         if known == KEPT:
             return kind, e, r
     return "kept", None, None
+
+
+def decide_in_order(
+    documents: Iterable[tuple[int, list[Preference], Mapping[int, int]]],
+) -> Iterator[tuple[int, tuple[str, int | None, float | None] | None]]:
+    """Each document's decision (None: still undecided), taking ``(key, preferences, statuses
+    known before the pass)`` in increasing key order; a candidate decided earlier in the same
+    pass counts as known."""
+    here: dict[int, int] = {}
+    for d, prefs, known in documents:
+        status = {}
+        for e, _, _ in prefs:
+            got = known.get(e, here.get(e))
+            if got is not None:
+                status[e] = got
+        decision = decide(prefs, status)
+        if decision is not None:
+            here[d] = KEPT if decision[0] == "kept" else JOINED
+        yield d, decision

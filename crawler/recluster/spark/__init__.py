@@ -1,0 +1,33 @@
+"""``neardup recluster --engine spark``: the same re-clustering, distributed by Apache Spark.
+
+Same tokens, same sketches, same decisions as the single-machine engine
+(:func:`crawler.recluster.run.recluster`), with no single-process stage:
+
+1. :mod:`~crawler.recluster.spark.tasks`: the input cut into tasks on the driver, one per WARC
+   or JSON Lines file, chunks of HTML files or store pages; a document's key is its place in
+   the input, never its partition, so reruns and any number of partitions give the same output.
+2. :mod:`~crawler.recluster.spark.sketch`: each task read and sketched in an executor by the
+   local engine's own per-document function; rows reach the JVM as Arrow batches.
+3. :mod:`~crawler.recluster.spark.candidates`: exact duplicates by content hash, candidate pairs
+   from the pigeonhole part of each sketch under the boilerplate cap (Spark SQL), estimates and
+   preference orders (executors).
+4. :mod:`~crawler.recluster.spark.greedy`: Broder's greedy clustering in rounds.
+5. :mod:`~crawler.recluster.spark.run`: cluster ids in input order, the summary, and
+   clusters.jsonl or Parquet.
+
+Where the two engines can differ: only through the cap. The local engine's postings hold
+representatives only; here they hold every leader that might become one, so a fingerprint in
+the indexed part of more than ``cap`` near-identical leaders is cut where the local index is
+not (and the local engine, which picks the "rarest" part from the counts seen so far, indexes
+common fingerprints early in a corpus where this engine does not). Both report how often the
+cap bit (``capped``); the benchmark counts the documents decided differently under a small cap.
+
+The popular representative is refused: it changes as its cluster grows, so whether a document
+joins depends on every member before it, not on its candidates alone.
+"""
+
+from crawler.recluster.spark.run import recluster_spark
+from crawler.recluster.spark.session import SparkUnavailable, spark_session
+from crawler.recluster.spark.tasks import Task, tasks
+
+__all__ = ["SparkUnavailable", "Task", "recluster_spark", "spark_session", "tasks"]

@@ -1,0 +1,173 @@
+"""Exact duplicates, candidate pairs and their estimates: which earlier documents each document
+could join, in the order greedy clustering prefers them.
+
+1. **Exact duplicates** by content hash: the first document of each hash (its *leader*) is
+   clustered; every later copy joins its leader's cluster, as the local index's exact table
+   makes it.
+2. **Candidates.** Each leader indexes the rarest part of its sketch that
+   :func:`dedup.cluster.indexed_count` proves sufficient (rarest by the corpus's own
+   fingerprint counts, ties by the smaller value, as :class:`dedup.frequency.FingerprintFrequency`
+   breaks them), joined on fingerprint with every leader's whole sketch. A fingerprint's
+   postings are cut at the boilerplate cap (the ``cap`` lowest keys, as the local index keeps
+   the lowest cluster ids); a pair is estimated only when it meets
+   :func:`dedup.cluster.hits_needed` indexed fingerprints (under the containment rule, when the
+   resemblance bound allows it), in the local engine's arithmetic. This fingerprint-level work,
+   a hundred rows per document, runs in Spark SQL, in the JVM.
+3. **Estimates and preferences**, in executors: :func:`dedup.estimators.estimate` on each pair's
+   sketches, then :func:`crawler.recluster.rounds.preference` orders a document's qualifying
+   candidates as the sequential clusterer would try them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from crawler.recluster.rounds import preference
+from crawler.recluster.spark.sketch import SparkJob
+from dedup.estimators import estimate
+from dedup.sketches import sketch_from_bytes
+
+__all__ = ["PREFERENCES", "candidate_pairs", "preferences", "search_stats", "split_copies"]
+
+#: a document's qualifying candidates, ``pos`` 0 first: (document, place in its preference
+#: order, candidate, decision kind if it joins that candidate, estimated resemblance)
+PREFERENCES = "d long, pos int, e long, kind string, r double"
+
+
+def split_copies(documents: Any) -> tuple[Any, Any]:
+    """The leaders (every sketched document that is the first of its content hash) and the
+    copies ``(key, leader, self_r)`` of the rest."""
+    from pyspark.sql import functions as F
+
+    sketched = documents.where("sketch IS NOT NULL")
+    firsts = (
+        sketched.groupBy("hash")
+        .agg(F.min("key").alias("leader"), F.count("*").alias("n"))
+        .where("n > 1")
+    )
+    copies = (
+        sketched.select("key", "hash", "self_r")
+        .join(firsts, "hash")
+        .where("key != leader")
+        .select("key", "leader", "self_r")
+    )
+    leaders = sketched.join(copies.select("key"), "key", "left_anti")
+    return leaders, copies
+
+
+def candidate_pairs(leaders: Any, job: SparkJob) -> Any:
+    """``(d, e, hits, capped, keep)`` for every document d that met an earlier leader e's
+    indexed fingerprints (or only the first posting past the cap): how many it met, how many
+    of d's fingerprints the cap cut, and whether the pair is worth estimating (as
+    :meth:`dedup.cluster.GreedyClusterer.decide` filters candidates)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    cap, need = job.dedup.cap, job.need
+    containment = job.dedup.containment is not None
+    bound = job.dedup.threshold if not containment else min(job.dedup.threshold, job.dedup.containment)
+    fps = leaders.select(F.col("key").alias("d"), "k", F.explode("fps").alias("f"))
+    if need > 0:
+        # counting per fingerprint partitions the rows by fingerprint, as the join below needs
+        fps = fps.withColumn("count", F.count("*").over(Window.partitionBy("f")))
+        rarest = Window.partitionBy("d").orderBy("count", F.col("f") < 0, "f")
+        indexed = (
+            fps.withColumn("r", F.row_number().over(rarest))
+            .where("r <= k")
+            .select("f", F.col("d").alias("e"))
+        )
+    else:
+        indexed = fps.select("f", F.col("d").alias("e"))
+    lowest = Window.partitionBy("f").orderBy("e")
+    postings = indexed.withColumn("rank", F.row_number().over(lowest)).where(f"rank <= {cap + 1}")
+    met = fps.select("d", "f").join(postings, "f").where("e < d")
+    pairs = met.groupBy("d", "e").agg(
+        F.sum((F.col("rank") <= cap).cast("int")).alias("hits"),
+        F.sum((F.col("rank") == cap + 1).cast("int")).alias("over"),
+    )
+    # each fingerprint of d whose postings were cut may hide one more hit on any candidate
+    pairs = pairs.withColumn("capped", F.sum("over").over(Window.partitionBy("d"))).drop("over")
+    terms = leaders.select(F.col("key").alias("d"), "least", "den")
+    found = pairs.join(terms, "d")
+    if need > 0:
+        keep = F.col("least").isNull() | (F.col("hits") + F.col("capped") >= F.col("least"))
+    else:
+        upper = F.least(F.col("hits") + F.col("capped"), F.col("den")) / F.col("den")
+        keep = F.col("den").isNull() | ~(upper < F.lit(float(bound)))
+    return found.withColumn("keep", (F.col("hits") > 0) & keep).select("d", "e", "hits", "capped", "keep")
+
+
+def search_stats(pairs: Any) -> dict[str, int]:
+    """The counters of the candidate search, as the local clusterer keeps them: pairs estimated
+    (``comparisons``) and skipped by the bound (``pruned``), fingerprints the cap cut
+    (``capped``) and the documents they belong to."""
+    from pyspark.sql import functions as F
+
+    per_document = pairs.groupBy("d").agg(
+        F.sum(F.col("keep").cast("long")).alias("kept"),
+        F.sum(((F.col("hits") > 0) & ~F.col("keep")).cast("long")).alias("pruned"),
+        F.max("capped").alias("capped"),
+    )
+    totals = per_document.agg(
+        F.sum("kept").alias("comparisons"),
+        F.sum("pruned").alias("pruned"),
+        F.sum("capped").alias("capped"),
+        F.sum((F.col("capped") > 0).cast("long")).alias("capped_documents"),
+    ).first()
+    return {name: int(totals[name] or 0) for name in ("comparisons", "pruned", "capped", "capped_documents")}
+
+
+def preferences(leaders: Any, pairs: Any, job: SparkJob) -> Any:
+    """:data:`PREFERENCES` of every document with a qualifying candidate among ``pairs``."""
+    from pyspark.sql import functions as F
+
+    sketches = leaders.select("key", "sketch")
+    candidates = (
+        pairs.where("keep")
+        .select("d", "e")
+        .join(sketches.withColumnsRenamed({"key": "e", "sketch": "se"}), "e")
+        .groupBy("d")
+        .agg(F.collect_list(F.struct("e", "se")).alias("candidates"))
+        .join(sketches.withColumnsRenamed({"key": "d", "sketch": "sd"}), "d")
+    )
+    return candidates.mapInArrow(_prefer(job.dedup.threshold, job.dedup.containment), PREFERENCES)
+
+
+#: candidate sketches kept parsed in one partition (about a kilobyte each)
+_PARSED = 100_000
+
+
+def _prefer(threshold: float, containment: float | None) -> Callable[[Iterable[Any]], Iterator]:
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        parsed: dict[int, Any] = {}  # a template's pages are candidates of many documents
+        for batch in batches:
+            out: dict[str, list[Any]] = {"d": [], "pos": [], "e": [], "kind": [], "r": []}
+            columns = batch.to_pydict()
+            for d, sd, candidates in zip(columns["d"], columns["sd"], columns["candidates"]):
+                own = sketch_from_bytes(sd)
+                estimates = []
+                for candidate in candidates:
+                    e = candidate["e"]
+                    other = parsed.get(e)
+                    if other is None:
+                        if len(parsed) >= _PARSED:
+                            parsed.clear()
+                        other = parsed[e] = sketch_from_bytes(candidate["se"])
+                    est = estimate(own, other)
+                    estimates.append((e, est.resemblance, est.containment_a_in_b))
+                for pos, (e, kind, r) in enumerate(preference(estimates, threshold, containment)):
+                    for name, value in zip(out, (d, pos, e, kind, r)):
+                        out[name].append(value)
+            yield pa.RecordBatch.from_pydict(out, schema=_PREFERENCES_ARROW())
+
+    return run
+
+
+def _PREFERENCES_ARROW() -> Any:  # noqa: N802 - a constant made on first use (pyarrow is lazy)
+    import pyarrow as pa
+
+    return pa.schema([("d", pa.int64()), ("pos", pa.int32()), ("e", pa.int64()),
+                      ("kind", pa.string()), ("r", pa.float64())])

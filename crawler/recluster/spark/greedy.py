@@ -1,0 +1,142 @@
+"""Broder's greedy clustering in rounds on Spark (the steps are :mod:`crawler.recluster.rounds`).
+
+A round joins each pending document's candidates with the statuses decided so far, sends the
+documents of a stretch of the input to one partition (``blocks``: contiguous runs of tasks),
+and decides them there in input order (:func:`~crawler.recluster.rounds.decide_in_order`).
+What is still undecided, because a candidate it waits on lies in another partition and was
+undecided when the round began, goes to the next round. Each round is checkpointed, so the
+plan of round n does not repeat rounds 1 to n-1.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from crawler.recluster.rounds import JOINED, KEPT, decide_in_order
+from crawler.recluster.spark.tasks import RECORD_BITS
+
+__all__ = ["DECISIONS", "greedy_rounds"]
+
+#: a leader's decision: its cluster's representative ``rep`` (None when kept) and resemblance
+DECISIONS = "key long, kind string, rep long, r double"
+#: blocks per partition: finer than one stretch each, so hashing blocks to partitions
+#: balances them, coarse enough that most candidates share their document's partition
+BLOCKS_PER_PARTITION = 4
+_STEP = "decided boolean, d long, pos int, e long, kind string, r double, block int"
+
+
+def greedy_rounds(leaders: Any, prefs: Any, partitions: int, tasks: int) -> tuple[Any, int]:
+    """Every leader's decision (:data:`DECISIONS`) and the number of rounds it took.
+
+    ``prefs`` are :data:`~crawler.recluster.spark.candidates.PREFERENCES`; a leader without
+    any is kept at once.
+    """
+    from pyspark.sql import functions as F
+
+    blocks = max(1, partitions * BLOCKS_PER_PARTITION)
+    block = F.floor(F.shiftright("d", RECORD_BITS) * blocks / max(1, tasks)).cast("int")
+    pending = prefs.withColumn("block", block).localCheckpoint()
+    waiting = pending.select(F.col("d").alias("key")).distinct()
+    alone = leaders.select("key").join(waiting, "key", "left_anti")
+    decided = [alone.selectExpr("key", "'kept' AS kind", "CAST(NULL AS LONG) AS rep",
+                                "CAST(NULL AS DOUBLE) AS r")]
+    # a candidate is a leader: kept at once unless it waits too
+    status = (
+        pending.select(F.col("e").alias("key")).distinct()
+        .join(waiting, "key", "left_anti")
+        .withColumn("status", F.lit(KEPT))
+    )
+    rounds = 0
+    left = pending.count()
+    while left:
+        rounds += 1
+        step = (
+            pending.join(status.withColumnRenamed("key", "e"), "e", "left")
+            .repartition(partitions, "block")
+            .sortWithinPartitions("d", "pos")
+            .mapInArrow(_decide_pass, _STEP)
+            .localCheckpoint()
+        )
+        counts = dict(step.groupBy("decided").count().collect())
+        if not counts.get(True):
+            raise RuntimeError("greedy rounds made no progress (a bug: candidates are earlier)")
+        now = step.where("decided").selectExpr("d AS key", "kind", "e AS rep", "r")
+        decided.append(now)
+        status = status.unionByName(now.select(
+            "key", F.when(F.col("kind") == "kept", KEPT).otherwise(JOINED).alias("status")))
+        pending = step.where("NOT decided").drop("decided")
+        left = counts.get(False, 0)
+    out = decided[0]
+    for frame in decided[1:]:
+        out = out.unionByName(frame)
+    return out, rounds
+
+
+def _decide_pass(batches: Iterable[Any]) -> Iterator[Any]:
+    """One round in one partition: its pending documents' preference rows, sorted by document
+    and place, each with its candidate's status if known; out go the decided documents (one
+    row each) and the rows of those still pending, as they came."""
+    import pyarrow as pa
+
+    held_back: deque[list[tuple]] = deque()
+
+    def documents() -> Iterator[tuple[int, list, dict[int, int]]]:
+        for d, prefs, known, held in _documents(_rows(batches)):
+            held_back.append(held)
+            yield d, prefs, known
+
+    out: dict[str, list[Any]] = {name: [] for name in _STEP_NAMES}
+    for d, decision in decide_in_order(documents()):
+        held = held_back.popleft()
+        if decision is None:
+            for row in held:
+                _append(out, (False, d, *row))
+        else:
+            kind, rep, r = decision
+            _append(out, (True, d, None, rep, kind, r, None))
+        if len(out["d"]) >= 4096:
+            yield pa.RecordBatch.from_pydict(out, schema=_step_arrow())
+            out = {name: [] for name in _STEP_NAMES}
+    if out["d"]:
+        yield pa.RecordBatch.from_pydict(out, schema=_step_arrow())
+
+
+_STEP_NAMES = ("decided", "d", "pos", "e", "kind", "r", "block")
+
+
+def _append(out: dict[str, list[Any]], row: tuple) -> None:
+    for name, value in zip(_STEP_NAMES, row):
+        out[name].append(value)
+
+
+def _rows(batches: Iterable[Any]) -> Iterator[tuple]:
+    for batch in batches:
+        c = batch.to_pydict()
+        yield from zip(c["d"], c["pos"], c["e"], c["kind"], c["r"], c["block"], c["status"])
+
+
+def _documents(rows: Iterator[tuple]) -> Iterator[tuple[int, list, dict[int, int], list]]:
+    """(d, preferences, known statuses, its rows as they came) per document, in order; the
+    rows ride along so that a pending document goes to the next round unchanged."""
+    current, prefs, known, held = None, [], {}, []
+    for d, pos, e, kind, r, block, status in rows:
+        if d != current:
+            if current is not None:
+                yield current, prefs, known, held
+            current, prefs, known, held = d, [], {}, []
+        prefs.append((e, kind, r))
+        if status is not None:
+            known[e] = status
+        held.append((pos, e, kind, r, block))
+    if current is not None:
+        yield current, prefs, known, held
+
+
+def _step_arrow() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("decided", pa.bool_()), ("d", pa.int64()), ("pos", pa.int32()),
+                      ("e", pa.int64()), ("kind", pa.string()), ("r", pa.float64()),
+                      ("block", pa.int32())])

@@ -1,0 +1,229 @@
+"""The whole Spark run: documents → clusters → ``clusters.jsonl`` (or Parquet), in input order.
+
+Cluster ids number the kept documents in input order, as the local index numbers its clusters:
+each task's kept documents are counted, and a document's id is the count of kept documents in
+the tasks before its own plus its rank in its own. The output is sorted by document key (a
+range-partitioned sort), formatted in executors by the local engine's own line writer, and
+only written on the driver.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Any
+
+from crawler.recluster.inputs import SourceDocument
+from crawler.recluster.pool import SketchedDocument, sketch_source
+from crawler.recluster.run import ReclusterResult, _line, _number
+from crawler.recluster.spark.candidates import (
+    candidate_pairs,
+    preferences,
+    search_stats,
+    split_copies,
+)
+from crawler.recluster.spark.greedy import greedy_rounds
+from crawler.recluster.spark.sketch import SparkJob, documents
+from crawler.recluster.spark.tasks import RECORD_BITS, Task
+from dedup.cluster import KINDS, Assignment, Decision
+from dedup.index import ClusterInfo
+from dedup.params import ContentArea, DedupParams, SketchParams
+from dedup.summary import ClusterSummary
+
+__all__ = ["DOCUMENTS_PER_PARTITION", "cluster", "recluster_spark"]
+
+#: documents per partition of the clustering stages, unless --partitions says otherwise: a
+#: partition's sketches and fingerprint rows then fit a default executor's memory
+DOCUMENTS_PER_PARTITION = 20_000
+#: bytes of clusters.jsonl per row handed from the executors to the driver
+CHUNK = 1 << 20
+
+
+def recluster_spark(
+    session: Any,
+    work: list[Task],
+    params: SketchParams,
+    dedup: DedupParams,
+    *,
+    out: IO[str] | None = None,
+    parquet: str | None = None,
+    partitions: int | None = None,
+    sketch: Callable[[SourceDocument], SketchedDocument] = sketch_source,
+    area: ContentArea | None = None,
+) -> ReclusterResult:
+    """Cluster the documents of ``work`` on Spark; write clusters.jsonl lines to ``out`` (in
+    input order) or a Parquet dataset to ``parquet``. Same result as the local engine's
+    (:func:`crawler.recluster.run.recluster`), HTML read with the content area ``area``."""
+    from pyspark.sql import functions as F
+
+    if dedup.representative == "popular":
+        raise ValueError("the 'popular' representative is not available on Spark")
+    started = time.perf_counter()
+    job = SparkJob(params, dedup, partitions or 0, sketch, area)
+    docs = documents(session, work, job).persist()
+    result = ReclusterResult(ClusterSummary())
+    # one pass over the sketched documents: how many there are, and why any were skipped
+    total = 0
+    for reason, n in docs.groupBy("skip").count().collect():
+        total += n
+        if reason is not None:
+            result.skipped[reason] += n
+    if partitions is None:
+        default = session.sparkContext.defaultParallelism
+        partitions = max(2, default, -(-total // DOCUMENTS_PER_PARTITION))
+    job.partitions = partitions
+    # one input task per partition suits reading; the stages after want fewer, larger ones
+    # (a task costs the scheduler tens of milliseconds, however little it holds)
+    cached, docs = docs, docs.coalesce(partitions)
+    clustered = cluster(session, docs, job, len(work))
+    rows = clustered.rows.persist()
+    kinds = dict(rows.groupBy("kind").count().collect())
+    result.summary = _summary(rows)
+    result.stats = {
+        "documents": result.summary.documents,
+        **{k: int(kinds.get(k, 0)) for k in KINDS},
+        **clustered.stats,
+    }
+    ordered = rows.join(docs.select("key", "id"), "key").orderBy("key")
+    if parquet is not None:
+        ordered.select(
+            F.col("key").alias("position"), "id", "cluster", "representative",
+            F.when(F.isnan("r"), None).otherwise(F.col("r")).alias("resemblance"),
+            F.col("kind").alias("decision"),
+        ).mapInArrow(_rounded, _PARQUET).write.mode("overwrite").parquet(parquet)
+    if out is not None:
+        for chunk in ordered.mapInArrow(_lines, "text string").toLocalIterator():
+            out.write(chunk.text)
+    rows.unpersist()
+    cached.unpersist()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+class Clustered:
+    """What :func:`cluster` hands back: a row per clustered document (:data:`ROWS`) and the
+    counters of the search and the rounds."""
+
+    def __init__(self, rows: Any, stats: dict[str, int]) -> None:
+        self.rows = rows
+        self.stats = stats
+
+
+#: one clustered document: its cluster, whether it represents it, its estimate against the
+#: representative, the decision, and whether its content is the cluster's first member's
+ROWS = "key long, cluster long, representative boolean, r double, kind string, identical boolean"
+
+
+def cluster(session: Any, docs: Any, job: SparkJob, tasks: int) -> Clustered:
+    """The clustering stages on the documents DataFrame of ``tasks`` input tasks."""
+    session.conf.set("spark.sql.shuffle.partitions", str(job.partitions))
+    leaders, copies = split_copies(docs)
+    copies = copies.persist()
+    pairs = candidate_pairs(leaders, job).persist()
+    stats = search_stats(pairs)
+    prefs = preferences(leaders, pairs, job)
+    decisions, rounds = greedy_rounds(leaders, prefs, job.partitions, tasks)
+    rows = _numbered(session, decisions, copies)
+    stats["rounds"] = rounds
+    return Clustered(rows, stats)
+
+
+def _numbered(session: Any, decisions: Any, copies: Any) -> Any:
+    """:data:`ROWS` from the leaders' decisions and the exact copies."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    decisions = decisions.localCheckpoint()
+    kept = decisions.where("kind = 'kept'").select(
+        "key", F.shiftright("key", RECORD_BITS).alias("task"))
+    before, offsets = 0, []
+    for task, n in sorted(kept.groupBy("task").count().collect()):
+        offsets.append((task, before))
+        before += n
+    starts = F.broadcast(session.createDataFrame(offsets, "task long, offset long"))
+    in_task = Window.partitionBy("task").orderBy("key")
+    ids = kept.join(starts, "task").select(
+        F.col("key").alias("rep_key"),
+        (F.col("offset") + F.row_number().over(in_task) - 1).alias("cluster"),
+    )
+    is_kept = F.col("kind") == "kept"
+    led = (
+        decisions.withColumn("rep_key", F.coalesce("rep", "key"))
+        .join(ids, "rep_key")
+        .select("key", "cluster", is_kept.alias("representative"),
+                F.when(is_kept, F.lit(1.0)).otherwise(F.col("r")).alias("r"),
+                "kind", is_kept.alias("identical"))
+    )
+    # a copy of the representative itself reports its estimate against itself (1.0 but for
+    # MOD_m's empty samples); a copy of a member, what that member reported
+    copied = copies.join(
+        led.selectExpr("key AS leader", "cluster", "representative AS lead", "r AS lead_r"),
+        "leader",
+    ).select(
+        "key", "cluster", F.lit(False).alias("representative"),
+        F.when(F.col("lead"), F.col("self_r")).otherwise(F.col("lead_r")).alias("r"),
+        F.lit("exact_duplicate").alias("kind"), F.col("lead").alias("identical"),
+    )
+    return led.unionByName(copied)
+
+
+def _summary(rows: Any) -> ClusterSummary:
+    """The summary table: clusters counted by size and by whether all members are identical,
+    in Spark; the table's arithmetic is :class:`~dedup.summary.ClusterSummary`'s."""
+    from pyspark.sql import functions as F
+
+    shapes = (
+        rows.groupBy("cluster")
+        .agg(F.count("*").alias("size"), F.min(F.col("identical").cast("int")).alias("same"))
+        .groupBy("size", "same")
+        .count()
+        .collect()
+    )
+    total: Counter[str] = Counter()
+    for size, same, n in shapes:
+        one = ClusterSummary.from_clusters([ClusterInfo(0, 0, size, bool(same))]).to_dict()
+        total.update({k: v * n for k, v in one.items()})
+    total.pop("duplicates", None)
+    return ClusterSummary(**{k: int(v) for k, v in total.items()})
+
+
+def _assignment(cluster_id: int, representative: bool, r: float | None, kind: str,
+                identical: bool) -> Assignment:
+    decision = Decision(kind, None if kind == "kept" else cluster_id, resemblance=r)
+    return Assignment(0, cluster_id, decision, representative, identical)
+
+
+def _lines(batches: Iterable[Any]) -> Iterator[Any]:
+    """clusters.jsonl text, in chunks of about :data:`CHUNK` bytes, rows in the order given."""
+    import pyarrow as pa
+
+    chunk: list[str] = []
+    size = 0
+    for batch in batches:
+        c = batch.to_pydict()
+        for doc_id, cid, rep, r, kind, same in zip(
+            c["id"], c["cluster"], c["representative"], c["r"], c["kind"], c["identical"]
+        ):
+            line = _line(doc_id, _assignment(cid, rep, r, kind, same))
+            chunk.append(line)
+            size += len(line)
+            if size >= CHUNK:
+                yield pa.RecordBatch.from_pydict({"text": ["".join(chunk)]})
+                chunk, size = [], 0
+    if chunk:
+        yield pa.RecordBatch.from_pydict({"text": ["".join(chunk)]})
+
+
+_PARQUET = ("position long, id string, cluster long, representative boolean, "
+            "resemblance double, decision string")
+
+
+def _rounded(batches: Iterable[Any]) -> Iterator[Any]:
+    """Resemblances rounded as clusters.jsonl writes them (:func:`~crawler.recluster.run._number`)."""
+    import pyarrow as pa
+
+    for batch in batches:
+        c = batch.to_pydict()
+        c["resemblance"] = [_number(r) for r in c["resemblance"]]
+        yield pa.RecordBatch.from_pydict(c)

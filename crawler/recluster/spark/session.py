@@ -1,0 +1,68 @@
+"""The Spark session the engine runs in: the caller's (``spark-submit``, a notebook), else one
+started here on ``--master``; anything that stops Spark from starting is one line."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from typing import Any
+
+__all__ = ["SparkUnavailable", "spark_session"]
+
+#: what a --master may look like (Spark's own parser gives a Java stack trace instead)
+_MASTER = re.compile(
+    r"^(local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|spark://\S+|yarn|k8s://\S+)$"
+)
+
+
+class SparkUnavailable(RuntimeError):
+    """Spark cannot start here (no pyspark, no Java, a bad master URL); one line for the user."""
+
+
+def spark_session(master: str | None, *, quiet: bool = True) -> tuple[Any, bool]:
+    """The active SparkSession (under ``spark-submit``, or a caller's), else a new one on
+    ``master`` (default ``local[*]``); and whether it was made here (then the caller stops it).
+
+    The local workers run this Python (``PYSPARK_PYTHON`` unless set): the one neardup is
+    installed in.
+    """
+    try:
+        import pyarrow  # noqa: F401 - the executors hand documents to Spark as Arrow batches
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SparkUnavailable(
+            "--engine spark needs pyspark and pyarrow: pip install 'neardup[spark]'"
+        ) from None
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started a JVM for us
+    if not submitted and not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        raise SparkUnavailable("--engine spark needs Java 17 or later: install a JDK or set JAVA_HOME")
+    if master is not None and not _MASTER.match(master):
+        raise SparkUnavailable(
+            f"--master {master!r} is not a Spark master URL "
+            "(local, local[N], local[*], local[N,RETRIES], spark://HOST:PORT, yarn, k8s://URL)"
+        )
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    builder = SparkSession.builder.appName("neardup recluster")
+    if not submitted:
+        master = master or "local[*]"
+        builder = builder.master(master)
+        if master.startswith("local"):
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            # one machine: Spark's ports listen on loopback only, whatever the host name says
+            builder = builder.config("spark.driver.host", "127.0.0.1").config(
+                "spark.driver.bindAddress", "127.0.0.1")
+        builder = builder.config("spark.ui.showConsoleProgress", "false" if quiet else "true")
+        # the JVM talks to its Python workers over Unix sockets: on TCP loopback each task's
+        # small messages wait out delayed acknowledgements, tens of milliseconds per task
+        builder = builder.config("spark.python.unix.domain.socket.enabled", "true")
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:  # py4j's errors carry a Java stack trace: keep its first line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SparkUnavailable(f"cannot start Spark on {master}: {first}") from None
+    session.sparkContext.setLogLevel("ERROR")
+    return session, True

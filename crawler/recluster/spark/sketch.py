@@ -1,0 +1,155 @@
+"""Reading and sketching, in executors: every document of the input as one row of a DataFrame.
+
+Each executor task reads one input task (:mod:`crawler.recluster.spark.tasks`) and runs
+:func:`crawler.recluster.pool.sketch_source` on each document, the function the local engine's
+worker processes run, so tokens and sketches are the same. Rows leave Python as Arrow batches
+(``mapInArrow``), so the JVM takes them without unpickling anything, and each row already holds
+what the clustering stages read: the sketch's bytes (:meth:`dedup.sketches.Sketch.to_bytes`),
+its distinct fingerprints, how many of them a representative indexes, and the bound's terms
+(:func:`dedup.cluster.indexed_count`, :func:`~dedup.cluster.hits_needed`,
+:func:`~dedup.cluster.bound_denominator`), computed once per document here rather than once per
+stage later. A document that cannot be used is a row with its skip reason and no sketch.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from crawler.recluster.inputs import SourceDocument
+from crawler.recluster.pool import SketchedDocument, _init_sketcher, sketch_source
+from crawler.recluster.spark.tasks import Task, document_key, read_task, remote
+from dedup.cluster import bound_denominator, hits_needed, indexed_count
+from dedup.estimators import estimate
+from dedup.params import ContentArea, DedupParams, SketchParams
+
+__all__ = ["DOCUMENTS", "SparkJob", "document_row", "documents", "record_batch"]
+
+#: the documents DataFrame: key (input order), id, content hash, skip reason (no sketch),
+#: sketch bytes, distinct fingerprints, indexed count, hits needed, bound denominator, and the
+#: estimate of the sketch against itself (what an exact copy of a representative reports)
+DOCUMENTS = (
+    "key long, id string, hash long, skip string, sketch binary, fps array<long>, "
+    "k int, least int, den int, self_r double"
+)
+#: documents per Arrow batch handed to the JVM
+BATCH = 1024
+
+
+@dataclass
+class SparkJob:
+    """What the executors run; ``sketch`` is the per-document function (tests wrap it)."""
+
+    params: SketchParams
+    dedup: DedupParams
+    partitions: int
+    sketch: Callable[[SourceDocument], SketchedDocument] = sketch_source
+    #: the content area HTML documents are read with (None: the whole page)
+    area: ContentArea | None = None
+
+    @property
+    def need(self) -> float:
+        """The estimate a candidate must be able to reach to be worth reading: the threshold
+        (under the containment rule no resemblance bound is proven: 0, read every one)."""
+        return 0.0 if self.dedup.containment is not None else float(self.dedup.threshold)
+
+
+def documents(session: Any, work: list[Task], job: SparkJob) -> Any:
+    """The documents DataFrame (:data:`DOCUMENTS`) of ``work``: one Spark partition per local
+    task, so a WARC file is read by one task, start to end; WARC files on a Hadoop file system
+    are read by Spark (``binaryFile``) and parsed by the same reader."""
+    sc = session.sparkContext
+    frames = []
+    local = [(pickle.dumps(t), None, None) for t in work if not (t.kind == "warc" and remote(t.path))]
+    if local:
+        frames.append(session.createDataFrame(
+            sc.parallelize(local, len(local)), "task binary, path string, content binary"))
+    far = [t for t in work if t.kind == "warc" and remote(t.path)]
+    if far:
+        read = session.read.format("binaryFile").load([t.path for t in far])
+        frames.append(read.selectExpr("CAST(NULL AS BINARY) AS task", "path", "content"))
+    if not frames:
+        return session.createDataFrame([], DOCUMENTS)
+    inputs = frames[0]
+    for frame in frames[1:]:
+        inputs = inputs.unionByName(frame)
+    # Hadoop names a file in its own way (hdfs:///x may come back as hdfs://host:8020/x)
+    by_path = {urlparse(t.path).path: t for t in far}
+    return inputs.mapInArrow(_sketch_batches(job, by_path), DOCUMENTS)
+
+
+def _sketch_batches(job: SparkJob, by_path: dict[str, Task]) -> Callable[[Iterable[Any]], Iterator]:
+    params, engine, sketch, area = job.params, job.dedup.canonicaliser, job.sketch, job.area
+    need, containment = job.need, job.dedup.containment is not None
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        _init_sketcher(params, engine, area)
+        for batch in batches:
+            columns = batch.to_pydict()
+            for pickled, path, content in zip(columns["task"], columns["path"], columns["content"]):
+                task = pickle.loads(pickled) if pickled else by_path[urlparse(path).path]
+                rows = []
+                for n, doc in enumerate(read_task(task, content)):
+                    try:
+                        made = sketch(doc)
+                    except Exception as exc:  # a page that breaks the canonicaliser: skipped
+                        made = SketchedDocument(doc.id, None, skip_reason=f"error ({type(exc).__name__})")
+                    rows.append(document_row(document_key(task.ordinal, n), made, need, containment))
+                    if len(rows) == BATCH:
+                        yield record_batch(rows)
+                        rows = []
+                if rows:
+                    yield record_batch(rows)
+
+    return run
+
+
+def document_row(key: int, made: SketchedDocument, need: float, containment: bool) -> tuple:
+    """One row of :data:`DOCUMENTS` for a sketched (or skipped) document."""
+    sketch = made.sketch
+    if sketch is None:
+        return key, made.id, 0, made.skip_reason or "unknown", None, _NO_VALUES, 0, None, None, None
+    distinct = sketch.distinct()
+    denominator = bound_denominator(sketch, containment=containment)
+    least = hits_needed(denominator, need) if need > 0 and denominator is not None else None
+    if need > 0 and bound_denominator(sketch) is not None:
+        indexed = indexed_count(int(distinct.size), need)
+    else:  # no proven bound (or none asked for): every fingerprint is indexed
+        indexed = int(distinct.size)
+    signed_hash = int(np.uint64(made.content_hash).view(np.int64))
+    self_r = estimate(sketch, sketch).resemblance
+    return (key, made.id, signed_hash, None, sketch.to_bytes(), distinct.view(np.int64),
+            indexed, least, denominator, self_r)
+
+
+_NO_VALUES = np.empty(0, dtype=np.int64)
+
+
+def record_batch(rows: list[tuple]) -> Any:
+    """An Arrow batch of :data:`DOCUMENTS` rows (the fingerprints as one flat array)."""
+    import pyarrow as pa
+
+    key, ids, hashes, skip, sketches, fps, k, least, den, self_r = zip(*rows)
+    offsets = np.zeros(len(rows) + 1, dtype=np.int32)
+    np.cumsum([v.size for v in fps], out=offsets[1:])
+    values = np.concatenate(fps) if rows else _NO_VALUES
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(key, pa.int64()),
+            pa.array(ids, pa.string()),
+            pa.array(hashes, pa.int64()),
+            pa.array(skip, pa.string()),
+            pa.array(sketches, pa.binary()),
+            pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, pa.int64())),
+            pa.array(k, pa.int32()),
+            pa.array(least, pa.int32()),
+            pa.array(den, pa.int32()),
+            pa.array(self_r, pa.float64()),
+        ],
+        names=["key", "id", "hash", "skip", "sketch", "fps", "k", "least", "den", "self_r"],
+    )

@@ -1,0 +1,161 @@
+"""The input cut into executor tasks on the driver, without reading a page; each task read in
+an executor, start to end.
+
+One task per WARC or JSON Lines file (as cc-pyspark reads Common Crawl: a file is a unit of
+work, and its records come out in order), and chunks of ``TASK_DOCUMENTS`` HTML files or store
+pages. A document's key is its task's ordinal in the high bits and its ordinal in the task in
+the low (:func:`document_key`), so the key orders documents as the input does, whatever the
+partition that happens to read them.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crawler.recluster.inputs import (
+    InputError,
+    SourceDocument,
+    _check_archive_start,
+    read_html_files,
+    read_jsonl,
+    read_warc,
+    read_warc_stream,
+    store_page_document,
+)
+
+__all__ = ["RECORD_BITS", "TASK_DOCUMENTS", "Task", "document_key", "read_task", "remote", "tasks"]
+
+#: a document's key: its task's ordinal in the high bits, its ordinal in the task in the low
+RECORD_BITS = 32
+#: HTML files or store pages per task
+TASK_DOCUMENTS = 256
+
+
+def document_key(task: int, ordinal: int) -> int:
+    """The key of the ``ordinal``-th document of task ``task``.
+
+    >>> document_key(0, 5) < document_key(1, 0) < document_key(1, 1)
+    True
+    """
+    return (task << RECORD_BITS) + ordinal
+
+
+@dataclass(frozen=True)
+class Task:
+    """One executor task's share of the input: ``kind`` and what it reads."""
+
+    ordinal: int
+    kind: str  # "warc", "jsonl", "html", "store"
+    path: str = ""
+    #: html: the files; store: (url, page location) of each page
+    items: tuple[Any, ...] = ()
+    id_field: str = "id"
+    text_field: str = "text"
+
+
+def tasks(
+    *,
+    store: str | None = None,
+    warc: Iterable[str] = (),
+    jsonl: Iterable[str] = (),
+    html: Iterable[str] = (),
+    id_field: str = "id",
+    text_field: str = "text",
+) -> list[Task]:
+    """The tasks of an input, in input order (store, WARC, JSON Lines, HTML, as the local engine
+    chains them). Reads no page: a missing file, or a file that does not begin like a WARC, is
+    an :class:`InputError` here, before any work, as in the local engine."""
+    out: list[Task] = []
+    if store:
+        for chunk in _chunks(_store_pages(store), TASK_DOCUMENTS):
+            out.append(Task(len(out), "store", store, tuple(chunk)))
+    for path in warc:
+        if not remote(path):
+            try:
+                with open(path, "rb") as stream:
+                    _check_archive_start(stream, path)
+            except OSError as exc:
+                raise InputError(f"cannot read {path}: {exc.strerror}") from None
+        out.append(Task(len(out), "warc", str(path)))
+    for path in jsonl:
+        if not remote(path) and not Path(path).is_file():
+            raise InputError(f"cannot read {path}: no such file")
+        out.append(Task(len(out), "jsonl", str(path), id_field=id_field, text_field=text_field))
+    files = [doc.content.path for doc in read_html_files(html)]  # type: ignore[union-attr]
+    for chunk in _chunks(files, TASK_DOCUMENTS):
+        out.append(Task(len(out), "html", items=tuple(chunk)))
+    return out
+
+
+def remote(path: str) -> bool:
+    """A Hadoop file system URL (hdfs://, s3a://, ...), read through Spark, not ``open``.
+
+    >>> remote("s3a://commoncrawl/x.warc.gz"), remote("file:///data/x.warc"), remote("x.warc")
+    (True, False, False)
+    """
+    return "://" in str(path) and not str(path).startswith("file://")
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _store_pages(path: str) -> Iterator[tuple[str, Any]]:
+    """(url, page location) of a store's kept pages, in document order (no page is read)."""
+    from storage.errors import StoreError
+    from storage.store import Store
+
+    if not Path(path).is_dir():
+        raise InputError(f"no store at {path}")
+    try:
+        with Store.open(path, readonly=True) as st:
+            for _, record in st.documents():
+                if record.page is not None:
+                    yield record.url, record.page
+    except StoreError as exc:
+        raise InputError(str(exc)) from None
+
+
+def read_task(task: Task, content: bytes | None = None) -> Iterator[SourceDocument]:
+    """The documents of one task, in order (``content``: the bytes of a WARC file that Spark
+    read from a Hadoop file system). A file that breaks off yields, after the documents before
+    the break, one skipped document that says why: the job goes on."""
+    try:
+        if task.kind == "warc":
+            if content is not None:
+                yield from read_warc_stream(io.BytesIO(content), task.path)
+            else:
+                yield from read_warc([task.path])
+        elif task.kind == "jsonl":
+            yield from read_jsonl([task.path], task.id_field, task.text_field)
+        elif task.kind == "html":
+            yield from read_html_files(task.items)
+        elif task.kind == "store":
+            yield from _read_store_pages(task.path, task.items)
+    except Exception as exc:  # a corrupt or vanished file: say so, keep what came before
+        reason = f"unreadable_{task.kind} ({type(exc).__name__})"
+        yield SourceDocument(task.path or task.kind, "html", b"", skip_reason=reason)
+
+
+def _read_store_pages(path: str, items: tuple[Any, ...]) -> Iterator[SourceDocument]:
+    from storage.store import Store
+
+    with Store.open(path, readonly=True) as st:
+        for url, location in items:
+            try:
+                page = st.pages.read(location)
+            except Exception as exc:
+                yield SourceDocument(url, "html", b"", skip_reason=f"unreadable ({type(exc).__name__})")
+                continue
+            yield store_page_document(page.url, page.headers, page.body)

@@ -280,7 +280,7 @@ def _run_spark(args: argparse.Namespace, config: Any) -> int:
         finally:
             if made_here:
                 session.stop()
-    except SparkUnavailable as exc:
+    except (SparkUnavailable, InputError) as exc:
         raise UserError(str(exc)) from None
     finally:
         if handle is not None and out is None:

@@ -128,25 +128,32 @@ def read_jsonl(
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror}") from None
         with stream:
-            for number, line in enumerate(stream, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{number}"
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError:
-                    yield SourceDocument(where, "text", "", skip_reason="not_json")
-                    continue
-                if not isinstance(obj, dict):
-                    yield SourceDocument(where, "text", "", skip_reason="not_an_object")
-                    continue
-                doc_id = obj.get(id_field)
-                doc_id = where if doc_id is None else str(doc_id)
-                text = obj.get(text_field)
-                if not isinstance(text, str):
-                    yield SourceDocument(doc_id, "text", "", skip_reason=f"no_{text_field}_field")
-                    continue
-                yield SourceDocument(doc_id, "text", text)
+            yield from read_jsonl_lines(stream, path, id_field, text_field)
+
+
+def read_jsonl_lines(
+    lines: Iterable[str], path: str | Path, id_field: str = "id", text_field: str = "text"
+) -> Iterator[SourceDocument]:
+    """The documents of one JSON Lines file's ``lines`` (``path`` names them in ids)."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            yield SourceDocument(where, "text", "", skip_reason="not_json")
+            continue
+        if not isinstance(obj, dict):
+            yield SourceDocument(where, "text", "", skip_reason="not_an_object")
+            continue
+        doc_id = obj.get(id_field)
+        doc_id = where if doc_id is None else str(doc_id)
+        text = obj.get(text_field)
+        if not isinstance(text, str):
+            yield SourceDocument(doc_id, "text", "", skip_reason=f"no_{text_field}_field")
+            continue
+        yield SourceDocument(doc_id, "text", text)
 
 
 #: what :func:`read_html_files` takes for an HTML page in a directory

@@ -196,6 +196,22 @@ def test_warc_store_and_html_inputs_with_bad_records(spark, tmp_path, capsys):
     assert before_break and before_break == warc_ids[: len(before_break)] != warc_ids
 
 
+def test_files_named_by_url_are_read_by_spark_file_systems(spark, tmp_path, capsys):
+    """A URL (hdfs://, s3a://, file://...) is read by Spark's own file systems (binaryFile), the
+    way a cluster reads Common Crawl; file:// runs the same route on this machine."""
+    warc, _ = warc_pages(tmp_path)
+    docs, _ = truth_corpus(seed=3, mixed=4, identical=2, singles=3)
+    text = write_jsonl(tmp_path / "t.jsonl", docs)
+    local, on_spark = tmp_path / "local.jsonl", tmp_path / "spark.jsonl"
+    expected = run(capsys, "--warc", str(warc), "--jsonl", str(text), "-o", str(local))
+    got = run(capsys, "--warc", Path(warc).absolute().as_uri(), "--jsonl",
+              Path(text).absolute().as_uri(), "-o", str(on_spark), "--engine", "spark")
+    assert on_spark.read_bytes() == local.read_bytes()
+    assert without_timing(got) == without_timing(expected)
+    missing = (tmp_path / "gone.warc").absolute().as_uri()
+    assert "gone.warc" in error(capsys, "--engine", "spark", "--warc", missing)
+
+
 # --- a task that dies is retried, without lost or repeated output ---------------------------------
 
 

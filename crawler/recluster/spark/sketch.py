@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from crawler.recluster.inputs import SourceDocument
+from crawler.recluster.inputs import InputError, SourceDocument
 from crawler.recluster.pool import SketchedDocument, _init_sketcher, sketch_source
 from crawler.recluster.spark.tasks import Task, document_key, read_task, remote
 from dedup.cluster import bound_denominator, hits_needed, indexed_count
@@ -61,17 +61,21 @@ class SparkJob:
 
 def documents(session: Any, work: list[Task], job: SparkJob) -> Any:
     """The documents DataFrame (:data:`DOCUMENTS`) of ``work``: one Spark partition per local
-    task, so a WARC file is read by one task, start to end; WARC files on a Hadoop file system
-    are read by Spark (``binaryFile``) and parsed by the same reader."""
+    task, so a file is read by one task, start to end; files on a Hadoop file system (a URL)
+    are read by Spark (``binaryFile``) and parsed by the same readers."""
     sc = session.sparkContext
     frames = []
-    local = [(pickle.dumps(t), None, None) for t in work if not (t.kind == "warc" and remote(t.path))]
+    local = [(pickle.dumps(t), None, None) for t in work if not remote(t.path)]
     if local:
         frames.append(session.createDataFrame(
             sc.parallelize(local, len(local)), "task binary, path string, content binary"))
-    far = [t for t in work if t.kind == "warc" and remote(t.path)]
+    far = [t for t in work if remote(t.path)]
     if far:
-        read = session.read.format("binaryFile").load([t.path for t in far])
+        try:
+            read = session.read.format("binaryFile").load([t.path for t in far])
+        except Exception as exc:  # a missing file or an unknown file system: Spark says which
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise InputError(f"cannot read the input files: {first}") from None
         frames.append(read.selectExpr("CAST(NULL AS BINARY) AS task", "path", "content"))
     if not frames:
         return session.createDataFrame([], DOCUMENTS)

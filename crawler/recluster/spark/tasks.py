@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from crawler.recluster.inputs import (
     InputError,
@@ -22,6 +23,7 @@ from crawler.recluster.inputs import (
     _check_archive_start,
     read_html_files,
     read_jsonl,
+    read_jsonl_lines,
     read_warc,
     read_warc_stream,
     store_page_document,
@@ -74,15 +76,17 @@ def tasks(
         for chunk in _chunks(_store_pages(store), TASK_DOCUMENTS):
             out.append(Task(len(out), "store", store, tuple(chunk)))
     for path in warc:
-        if not remote(path):
+        local = _local_path(path)
+        if local is not None:
             try:
-                with open(path, "rb") as stream:
+                with open(local, "rb") as stream:
                     _check_archive_start(stream, path)
             except OSError as exc:
                 raise InputError(f"cannot read {path}: {exc.strerror}") from None
         out.append(Task(len(out), "warc", str(path)))
     for path in jsonl:
-        if not remote(path) and not Path(path).is_file():
+        local = _local_path(path)
+        if local is not None and not Path(local).is_file():
             raise InputError(f"cannot read {path}: no such file")
         out.append(Task(len(out), "jsonl", str(path), id_field=id_field, text_field=text_field))
     files = [doc.content.path for doc in read_html_files(html)]  # type: ignore[union-attr]
@@ -92,12 +96,22 @@ def tasks(
 
 
 def remote(path: str) -> bool:
-    """A Hadoop file system URL (hdfs://, s3a://, ...), read through Spark, not ``open``.
+    """A Hadoop file system URL (hdfs://, s3a://, file://, ...): read by Spark's own file
+    systems (``binaryFile``), not by ``open``; a plain path is opened where it is read.
 
     >>> remote("s3a://commoncrawl/x.warc.gz"), remote("file:///data/x.warc"), remote("x.warc")
-    (True, False, False)
+    (True, True, False)
     """
-    return "://" in str(path) and not str(path).startswith("file://")
+    return "://" in str(path)
+
+
+def _local_path(path: str) -> str | None:
+    """Where a WARC file is on this machine (a plain path or a file:// URL), else None: a
+    file on another file system is checked by Spark when it reads it."""
+    if not remote(path):
+        return str(path)
+    parsed = urlparse(str(path))
+    return parsed.path if parsed.scheme == "file" else None
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -128,9 +142,9 @@ def _store_pages(path: str) -> Iterator[tuple[str, Any]]:
 
 
 def read_task(task: Task, content: bytes | None = None) -> Iterator[SourceDocument]:
-    """The documents of one task, in order (``content``: the bytes of a WARC file that Spark
-    read from a Hadoop file system). A file that breaks off yields, after the documents before
-    the break, one skipped document that says why: the job goes on."""
+    """The documents of one task, in order (``content``: the bytes of a WARC or JSON Lines
+    file that Spark read from a Hadoop file system). A file that breaks off yields, after the
+    documents before the break, one skipped document that says why: the job goes on."""
     try:
         if task.kind == "warc":
             if content is not None:
@@ -138,7 +152,11 @@ def read_task(task: Task, content: bytes | None = None) -> Iterator[SourceDocume
             else:
                 yield from read_warc([task.path])
         elif task.kind == "jsonl":
-            yield from read_jsonl([task.path], task.id_field, task.text_field)
+            if content is not None:
+                text = io.TextIOWrapper(io.BytesIO(content), encoding="utf-8", errors="replace")
+                yield from read_jsonl_lines(text, task.path, task.id_field, task.text_field)
+            else:
+                yield from read_jsonl([task.path], task.id_field, task.text_field)
         elif task.kind == "html":
             yield from read_html_files(task.items)
         elif task.kind == "store":

@@ -67,21 +67,30 @@ def candidate_pairs(leaders: Any, job: SparkJob) -> Any:
     cap, need = job.dedup.cap, job.need
     containment = job.dedup.containment is not None
     bound = job.dedup.threshold if not containment else min(job.dedup.threshold, job.dedup.containment)
-    fps = leaders.select(F.col("key").alias("d"), "k", F.explode("fps").alias("f"))
+    fps = leaders.select(
+        F.col("key").alias("d"), "k", F.size("fps").alias("n"), F.explode("fps").alias("f"))
+    # a fingerprint of one document only meets no other: only shared ones are looked up (the
+    # count also partitions the rows by fingerprint, as the join below needs)
+    shared = (
+        fps.withColumn("count", F.count("*").over(Window.partitionBy("f")))
+        .where("count > 1")
+    )
     if need > 0:
-        # counting per fingerprint partitions the rows by fingerprint, as the join below needs
-        fps = fps.withColumn("count", F.count("*").over(Window.partitionBy("f")))
-        rarest = Window.partitionBy("d").orderBy("count", F.col("f") < 0, "f")
+        # the k rarest of d's n fingerprints: its unshared ones first, then the rarest shared;
+        # counted from the most common end, a shared one is indexed when its place there
+        # reaches n - k + 1
+        common_first = Window.partitionBy("d").orderBy(
+            F.desc("count"), (F.col("f") < 0).desc(), F.desc("f"))
         indexed = (
-            fps.withColumn("r", F.row_number().over(rarest))
-            .where("r <= k")
+            shared.withColumn("place", F.row_number().over(common_first))
+            .where("place >= n - k + 1")
             .select("f", F.col("d").alias("e"))
         )
     else:
-        indexed = fps.select("f", F.col("d").alias("e"))
+        indexed = shared.select("f", F.col("d").alias("e"))
     lowest = Window.partitionBy("f").orderBy("e")
     postings = indexed.withColumn("rank", F.row_number().over(lowest)).where(f"rank <= {cap + 1}")
-    met = fps.select("d", "f").join(postings, "f").where("e < d")
+    met = shared.select("d", "f").join(postings, "f").where("e < d")
     pairs = met.groupBy("d", "e").agg(
         F.sum((F.col("rank") <= cap).cast("int")).alias("hits"),
         F.sum((F.col("rank") == cap + 1).cast("int")).alias("over"),
@@ -145,21 +154,25 @@ def _prefer(threshold: float, containment: float | None) -> Callable[[Iterable[A
         parsed: dict[int, Any] = {}  # a template's pages are candidates of many documents
         for batch in batches:
             out: dict[str, list[Any]] = {"d": [], "pos": [], "e": [], "kind": [], "r": []}
-            columns = batch.to_pydict()
-            for d, sd, candidates in zip(columns["d"], columns["sd"], columns["candidates"]):
-                own = sketch_from_bytes(sd)
+            listed = batch.column("candidates")
+            starts = listed.offsets.to_numpy()
+            flat = listed.values  # the candidates of every document, one after another
+            keys = flat.field("e").to_numpy()
+            blobs = flat.field("se")
+            for row, (d, sd) in enumerate(zip(batch.column("d").to_numpy(), batch.column("sd"))):
+                own = sketch_from_bytes(sd.as_py())
                 estimates = []
-                for candidate in candidates:
-                    e = candidate["e"]
+                for i in range(starts[row], starts[row + 1]):
+                    e = int(keys[i])
                     other = parsed.get(e)
                     if other is None:
                         if len(parsed) >= _PARSED:
                             parsed.clear()
-                        other = parsed[e] = sketch_from_bytes(candidate["se"])
+                        other = parsed[e] = sketch_from_bytes(blobs[i].as_py())
                     est = estimate(own, other)
                     estimates.append((e, est.resemblance, est.containment_a_in_b))
                 for pos, (e, kind, r) in enumerate(preference(estimates, threshold, containment)):
-                    for name, value in zip(out, (d, pos, e, kind, r)):
+                    for name, value in zip(out, (int(d), pos, e, kind, r)):
                         out[name].append(value)
             yield pa.RecordBatch.from_pydict(out, schema=_PREFERENCES_ARROW())
 

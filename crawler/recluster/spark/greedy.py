@@ -1,11 +1,14 @@
 """Broder's greedy clustering in rounds on Spark (the steps are :mod:`crawler.recluster.rounds`).
 
-A round joins each pending document's candidates with the statuses decided so far, sends the
-documents of a stretch of the input to one partition (``blocks``: contiguous runs of tasks),
-and decides them there in input order (:func:`~crawler.recluster.rounds.decide_in_order`).
-What is still undecided, because a candidate it waits on lies in another partition and was
-undecided when the round began, goes to the next round. Each round is checkpointed, so the
-plan of round n does not repeat rounds 1 to n-1.
+A round joins each pending document's candidates with the statuses decided so far, cuts the
+pending documents into contiguous stretches of the input (a range partitioning by key), and
+decides each stretch in input order (:func:`~crawler.recluster.rounds.decide_in_order`). What
+is still undecided, because a candidate it waits on lies in an earlier stretch and was
+undecided when the round began, goes to the next round. A round has as many stretches as its
+pending documents need (:data:`DOCUMENTS_PER_STRETCH`), at most the job's partitions: the
+documents with candidates are a small part of a corpus, so the first round usually decides
+nearly all of them and the next ones are small. Each round is checkpointed, so the plan of
+round n does not repeat rounds 1 to n-1.
 """
 
 from __future__ import annotations
@@ -15,19 +18,17 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from crawler.recluster.rounds import JOINED, KEPT, decide_in_order
-from crawler.recluster.spark.tasks import RECORD_BITS
 
 __all__ = ["DECISIONS", "greedy_rounds"]
 
 #: a leader's decision: its cluster's representative ``rep`` (None when kept) and resemblance
 DECISIONS = "key long, kind string, rep long, r double"
-#: blocks per partition: finer than one stretch each, so hashing blocks to partitions
-#: balances them, coarse enough that most candidates share their document's partition
-BLOCKS_PER_PARTITION = 4
-_STEP = "decided boolean, d long, pos int, e long, kind string, r double, block int"
+#: pending documents decided in one task of a round
+DOCUMENTS_PER_STRETCH = 50_000
+_STEP = "decided boolean, d long, pos int, e long, kind string, r double"
 
 
-def greedy_rounds(leaders: Any, prefs: Any, partitions: int, tasks: int) -> tuple[Any, int]:
+def greedy_rounds(leaders: Any, prefs: Any, partitions: int) -> tuple[Any, int]:
     """Every leader's decision (:data:`DECISIONS`) and the number of rounds it took.
 
     ``prefs`` are :data:`~crawler.recluster.spark.candidates.PREFERENCES`; a leader without
@@ -35,9 +36,7 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, tasks: int) -> tupl
     """
     from pyspark.sql import functions as F
 
-    blocks = max(1, partitions * BLOCKS_PER_PARTITION)
-    block = F.floor(F.shiftright("d", RECORD_BITS) * blocks / max(1, tasks)).cast("int")
-    pending = prefs.withColumn("block", block).localCheckpoint()
+    pending = prefs
     waiting = pending.select(F.col("d").alias("key")).distinct()
     alone = leaders.select("key").join(waiting, "key", "left_anti")
     decided = [alone.selectExpr("key", "'kept' AS kind", "CAST(NULL AS LONG) AS rep",
@@ -49,25 +48,26 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, tasks: int) -> tupl
         .withColumn("status", F.lit(KEPT))
     )
     rounds = 0
-    left = pending.count()
+    left = waiting.count()
     while left:
         rounds += 1
+        stretches = max(1, min(partitions, -(-left // DOCUMENTS_PER_STRETCH)))
         step = (
             pending.join(status.withColumnRenamed("key", "e"), "e", "left")
-            .repartition(partitions, "block")
+            .repartitionByRange(stretches, "d")
             .sortWithinPartitions("d", "pos")
             .mapInArrow(_decide_pass, _STEP)
             .localCheckpoint()
         )
-        counts = dict(step.groupBy("decided").count().collect())
-        if not counts.get(True):
-            raise RuntimeError("greedy rounds made no progress (a bug: candidates are earlier)")
         now = step.where("decided").selectExpr("d AS key", "kind", "e AS rep", "r")
+        progress = now.count()
+        if not progress:
+            raise RuntimeError("greedy rounds made no progress (a bug: candidates are earlier)")
         decided.append(now)
         status = status.unionByName(now.select(
             "key", F.when(F.col("kind") == "kept", KEPT).otherwise(JOINED).alias("status")))
         pending = step.where("NOT decided").drop("decided")
-        left = counts.get(False, 0)
+        left -= progress
     out = decided[0]
     for frame in decided[1:]:
         out = out.unionByName(frame)
@@ -95,7 +95,7 @@ def _decide_pass(batches: Iterable[Any]) -> Iterator[Any]:
                 _append(out, (False, d, *row))
         else:
             kind, rep, r = decision
-            _append(out, (True, d, None, rep, kind, r, None))
+            _append(out, (True, d, None, rep, kind, r))
         if len(out["d"]) >= 4096:
             yield pa.RecordBatch.from_pydict(out, schema=_step_arrow())
             out = {name: [] for name in _STEP_NAMES}
@@ -103,7 +103,7 @@ def _decide_pass(batches: Iterable[Any]) -> Iterator[Any]:
         yield pa.RecordBatch.from_pydict(out, schema=_step_arrow())
 
 
-_STEP_NAMES = ("decided", "d", "pos", "e", "kind", "r", "block")
+_STEP_NAMES = ("decided", "d", "pos", "e", "kind", "r")
 
 
 def _append(out: dict[str, list[Any]], row: tuple) -> None:
@@ -114,14 +114,14 @@ def _append(out: dict[str, list[Any]], row: tuple) -> None:
 def _rows(batches: Iterable[Any]) -> Iterator[tuple]:
     for batch in batches:
         c = batch.to_pydict()
-        yield from zip(c["d"], c["pos"], c["e"], c["kind"], c["r"], c["block"], c["status"])
+        yield from zip(c["d"], c["pos"], c["e"], c["kind"], c["r"], c["status"])
 
 
 def _documents(rows: Iterator[tuple]) -> Iterator[tuple[int, list, dict[int, int], list]]:
     """(d, preferences, known statuses, its rows as they came) per document, in order; the
     rows ride along so that a pending document goes to the next round unchanged."""
     current, prefs, known, held = None, [], {}, []
-    for d, pos, e, kind, r, block, status in rows:
+    for d, pos, e, kind, r, status in rows:
         if d != current:
             if current is not None:
                 yield current, prefs, known, held
@@ -129,7 +129,7 @@ def _documents(rows: Iterator[tuple]) -> Iterator[tuple[int, list, dict[int, int
         prefs.append((e, kind, r))
         if status is not None:
             known[e] = status
-        held.append((pos, e, kind, r, block))
+        held.append((pos, e, kind, r))
     if current is not None:
         yield current, prefs, known, held
 
@@ -138,5 +138,4 @@ def _step_arrow() -> Any:
     import pyarrow as pa
 
     return pa.schema([("decided", pa.bool_()), ("d", pa.int64()), ("pos", pa.int32()),
-                      ("e", pa.int64()), ("kind", pa.string()), ("r", pa.float64()),
-                      ("block", pa.int32())])
+                      ("e", pa.int64()), ("kind", pa.string()), ("r", pa.float64())])

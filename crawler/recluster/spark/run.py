@@ -9,6 +9,7 @@ only written on the driver.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -32,6 +33,8 @@ from dedup.params import ContentArea, DedupParams, SketchParams
 from dedup.summary import ClusterSummary
 
 __all__ = ["DOCUMENTS_PER_PARTITION", "cluster", "recluster_spark"]
+
+log = logging.getLogger(__name__)
 
 #: documents per partition of the clustering stages, unless --partitions says otherwise: a
 #: partition's sketches and fingerprint rows then fit a default executor's memory
@@ -63,6 +66,7 @@ def recluster_spark(
     job = SparkJob(params, dedup, partitions or 0, sketch, area)
     docs = documents(session, work, job).persist()
     result = ReclusterResult(ClusterSummary())
+    phase = _Phases()
     # one pass over the sketched documents: how many there are, and why any were skipped
     total = 0
     for reason, n in docs.groupBy("skip").count().collect():
@@ -73,12 +77,14 @@ def recluster_spark(
         default = session.sparkContext.defaultParallelism
         partitions = max(2, default, -(-total // DOCUMENTS_PER_PARTITION))
     job.partitions = partitions
+    phase("read and sketch")
     # one input task per partition suits reading; the stages after want fewer, larger ones
     # (a task costs the scheduler tens of milliseconds, however little it holds)
     cached, docs = docs, docs.coalesce(partitions)
     clustered = cluster(session, docs, job, len(work))
     rows = clustered.rows.persist()
     kinds = dict(rows.groupBy("kind").count().collect())
+    phase("cluster")
     result.summary = _summary(rows)
     result.stats = {
         "documents": result.summary.documents,
@@ -95,10 +101,23 @@ def recluster_spark(
     if out is not None:
         for chunk in ordered.mapInArrow(_lines, "text string").toLocalIterator():
             out.write(chunk.text)
+    phase("write")
     rows.unpersist()
     cached.unpersist()
     result.seconds = time.perf_counter() - started
     return result
+
+
+class _Phases:
+    """Logs (at DEBUG) how long each phase of a run took, for whoever tunes a cluster."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        log.debug("%s: %.2f s", name, now - self.last)
+        self.last = now
 
 
 class Clustered:
@@ -118,12 +137,16 @@ ROWS = "key long, cluster long, representative boolean, r double, kind string, i
 def cluster(session: Any, docs: Any, job: SparkJob, tasks: int) -> Clustered:
     """The clustering stages on the documents DataFrame of ``tasks`` input tasks."""
     session.conf.set("spark.sql.shuffle.partitions", str(job.partitions))
+    phase = _Phases()
     leaders, copies = split_copies(docs)
     copies = copies.persist()
     pairs = candidate_pairs(leaders, job).persist()
     stats = search_stats(pairs)
-    prefs = preferences(leaders, pairs, job)
-    decisions, rounds = greedy_rounds(leaders, prefs, job.partitions, tasks)
+    phase("candidates")
+    prefs = preferences(leaders, pairs, job).localCheckpoint()
+    phase("estimates")
+    decisions, rounds = greedy_rounds(leaders, prefs, job.partitions)
+    phase("greedy rounds")
     rows = _numbered(session, decisions, copies)
     stats["rounds"] = rounds
     return Clustered(rows, stats)

@@ -119,6 +119,7 @@ def test_spark_agrees_with_the_local_engine_on_real_pages(spark, tmp_path, capsy
     assert [{k: r[k] for k in lines[0]} for r in rows] == lines
 
 
+
 def test_containment_rule_and_bad_json_lines_agree(spark, tmp_path, capsys):
     docs, _ = truth_corpus(seed=3, mixed=12, identical=4, singles=10)
     path = write_jsonl(tmp_path / "corpus.jsonl", docs)
@@ -134,6 +135,33 @@ def test_containment_rule_and_bad_json_lines_agree(spark, tmp_path, capsys):
         "not_json": 1, "not_an_object": 1, "no_text_field": 1}
     assert without_timing(got) == without_timing(expected)
     assert f'"{path}:' in local.read_text()  # the id from FILE:LINE, as the local engine's
+
+
+def test_chains_of_near_duplicates_take_rounds_and_agree(spark, tmp_path):
+    """Each version of a text edits a few words of the one before, so a version's best
+    candidate is often the version just before it, itself undecided: with rounds cut into
+    ranges of two pending documents, the chain crosses ranges and takes several rounds."""
+    rng = random.Random(11)
+    words = [f"w{rng.randrange(5000)}" for _ in range(300)]
+    docs = []
+    for version in range(40):
+        docs.append((f"v{version}", list(words)))
+        for _ in range(2):
+            words[rng.randrange(len(words))] = f"w{rng.randrange(5000)}"
+    path = write_jsonl(tmp_path / "versions.jsonl", docs)
+    params, dedup = SketchParams(), DedupParams(threshold=0.9)
+    expected = io.StringIO()
+    recluster(read_jsonl([path]), params, dedup, out=expected, jobs=1)
+    runs = {}
+    for stretch in (2, 50_000):
+        got = io.StringIO()
+        result = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=got,
+                                 partitions=4, stretch=stretch)
+        assert got.getvalue() == expected.getvalue()
+        runs[stretch] = result.stats["rounds"]
+    assert runs[2] > runs[50_000] == 1
+    kinds = {json.loads(line)["decision"] for line in expected.getvalue().splitlines()}
+    assert kinds == {"kept", "near_duplicate"}
 
 
 # --- WARC files, stores, and input that cannot be used -------------------------------------------

@@ -5,7 +5,7 @@ pending documents into contiguous stretches of the input (a range partitioning b
 decides each stretch in input order (:func:`~crawler.recluster.rounds.decide_in_order`). What
 is still undecided, because a candidate it waits on lies in an earlier stretch and was
 undecided when the round began, goes to the next round. A round has as many stretches as its
-pending documents need (:data:`DOCUMENTS_PER_STRETCH`), at most the job's partitions: the
+pending documents need (``SparkJob.stretch`` each), at most the job's partitions: the
 documents with candidates are a small part of a corpus, so the first round usually decides
 nearly all of them and the next ones are small. Each round is checkpointed, so the plan of
 round n does not repeat rounds 1 to n-1.
@@ -23,16 +23,16 @@ __all__ = ["DECISIONS", "greedy_rounds"]
 
 #: a leader's decision: its cluster's representative ``rep`` (None when kept) and resemblance
 DECISIONS = "key long, kind string, rep long, r double"
-#: pending documents decided in one task of a round
-DOCUMENTS_PER_STRETCH = 50_000
 _STEP = "decided boolean, d long, pos int, e long, kind string, r double"
 
 
-def greedy_rounds(leaders: Any, prefs: Any, partitions: int) -> tuple[Any, int]:
+def greedy_rounds(
+    leaders: Any, prefs: Any, partitions: int, stretch: int
+) -> tuple[Any, int]:
     """Every leader's decision (:data:`DECISIONS`) and the number of rounds it took.
 
     ``prefs`` are :data:`~crawler.recluster.spark.candidates.PREFERENCES`; a leader without
-    any is kept at once.
+    any is kept at once. ``stretch``: pending documents per range of a round.
     """
     from pyspark.sql import functions as F
 
@@ -51,7 +51,7 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int) -> tuple[Any, int]:
     left = waiting.count()
     while left:
         rounds += 1
-        stretches = max(1, min(partitions, -(-left // DOCUMENTS_PER_STRETCH)))
+        stretches = max(1, min(partitions, -(-left // stretch)))
         step = (
             pending.join(status.withColumnRenamed("key", "e"), "e", "left")
             .repartitionByRange(stretches, "d")

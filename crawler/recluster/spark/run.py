@@ -54,16 +54,20 @@ def recluster_spark(
     partitions: int | None = None,
     sketch: Callable[[SourceDocument], SketchedDocument] = sketch_source,
     area: ContentArea | None = None,
+    stretch: int | None = None,
 ) -> ReclusterResult:
     """Cluster the documents of ``work`` on Spark; write clusters.jsonl lines to ``out`` (in
     input order) or a Parquet dataset to ``parquet``. Same result as the local engine's
-    (:func:`crawler.recluster.run.recluster`), HTML read with the content area ``area``."""
+    (:func:`crawler.recluster.run.recluster`), HTML read with the content area ``area``.
+    ``stretch``: pending documents per range of a greedy round (fewer: more rounds)."""
     from pyspark.sql import functions as F
 
     if dedup.representative == "popular":
         raise ValueError("the 'popular' representative is not available on Spark")
     started = time.perf_counter()
     job = SparkJob(params, dedup, partitions or 0, sketch, area)
+    if stretch is not None:
+        job.stretch = stretch
     docs = documents(session, work, job).persist()
     result = ReclusterResult(ClusterSummary())
     phase = _Phases()
@@ -145,7 +149,7 @@ def cluster(session: Any, docs: Any, job: SparkJob, tasks: int) -> Clustered:
     phase("candidates")
     prefs = preferences(leaders, pairs, job).localCheckpoint()
     phase("estimates")
-    decisions, rounds = greedy_rounds(leaders, prefs, job.partitions)
+    decisions, rounds = greedy_rounds(leaders, prefs, job.partitions, job.stretch)
     phase("greedy rounds")
     rows = _numbered(session, decisions, copies)
     stats["rounds"] = rounds

@@ -51,6 +51,8 @@ class SparkJob:
     sketch: Callable[[SourceDocument], SketchedDocument] = sketch_source
     #: the content area HTML documents are read with (None: the whole page)
     area: ContentArea | None = None
+    #: pending documents per range of a greedy round (crawler.recluster.spark.greedy)
+    stretch: int = 50_000
 
     @property
     def need(self) -> float:

@@ -128,53 +128,79 @@ def search_stats(pairs: Any) -> dict[str, int]:
 
 
 def preferences(leaders: Any, pairs: Any, job: SparkJob) -> Any:
-    """:data:`PREFERENCES` of every document with a qualifying candidate among ``pairs``."""
+    """:data:`PREFERENCES` of every document with a qualifying candidate among ``pairs``.
+
+    The pairs go to the partition of their document d (Spark's own hash partitioning of d), and
+    each sketch a partition's pairs need goes there once, ahead of the pairs (routed by one of
+    the documents that needs it): a template page that is a candidate of thousands of pages
+    crosses the network once per partition, not once per pair.
+    """
     from pyspark.sql import functions as F
 
-    sketches = leaders.select("key", "sketch")
-    candidates = (
-        pairs.where("keep")
-        .select("d", "e")
-        .join(sketches.withColumnsRenamed({"key": "e", "sketch": "se"}), "e")
-        .groupBy("d")
-        .agg(F.collect_list(F.struct("e", "se")).alias("candidates"))
-        .join(sketches.withColumnsRenamed({"key": "d", "sketch": "sd"}), "d")
+    partitions = job.partitions
+    kept = pairs.where("keep").select("d", "e").withColumn(
+        "part", F.pmod(F.hash("d"), F.lit(partitions)))
+    needed = (
+        kept.groupBy("part", "e").agg(F.min("d").alias("route"))
+        .select("route", F.col("e").alias("key"))
+        .unionByName(kept.select(F.col("d").alias("route"), F.col("d").alias("key")).distinct())
     )
-    return candidates.mapInArrow(_prefer(job.dedup.threshold, job.dedup.containment), PREFERENCES)
-
-
-#: candidate sketches kept parsed in one partition (about a kilobyte each)
-_PARSED = 100_000
+    shipped = needed.join(leaders.select("key", "sketch"), "key").select(
+        F.lit(0).alias("tag"), "route", F.col("key").alias("d"), F.lit(None).cast("long").alias("e"),
+        "sketch")
+    wanted = kept.select(F.lit(1).alias("tag"), F.col("d").alias("route"), "d", "e",
+                         F.lit(None).cast("binary").alias("sketch"))
+    rows = (
+        shipped.unionByName(wanted)
+        .repartition(partitions, "route")
+        .sortWithinPartitions("tag", "d", "e")
+    )
+    return rows.mapInArrow(_prefer(job.dedup.threshold, job.dedup.containment), PREFERENCES)
 
 
 def _prefer(threshold: float, containment: float | None) -> Callable[[Iterable[Any]], Iterator]:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        parsed: dict[int, Any] = {}  # a template's pages are candidates of many documents
+        raw: dict[int, bytes] = {}  # this partition's sketches, parsed when first needed
+        parsed: dict[int, Any] = {}
+        out: dict[str, list[Any]] = {"d": [], "pos": [], "e": [], "kind": [], "r": []}
+        current, estimates = None, []
+
+        def sketch(key: int) -> Any:
+            got = parsed.get(key)
+            if got is None:
+                got = parsed[key] = sketch_from_bytes(raw.pop(key))
+            return got
+
+        def settle() -> None:
+            for pos, (e, kind, r) in enumerate(preference(estimates, threshold, containment)):
+                for name, value in zip(out, (current, pos, e, kind, r)):
+                    out[name].append(value)
+
         for batch in batches:
-            out: dict[str, list[Any]] = {"d": [], "pos": [], "e": [], "kind": [], "r": []}
-            listed = batch.column("candidates")
-            starts = listed.offsets.to_numpy()
-            flat = listed.values  # the candidates of every document, one after another
-            keys = flat.field("e").to_numpy()
-            blobs = flat.field("se")
-            for row, (d, sd) in enumerate(zip(batch.column("d").to_numpy(), batch.column("sd"))):
-                own = sketch_from_bytes(sd.as_py())
-                estimates = []
-                for i in range(starts[row], starts[row + 1]):
-                    e = int(keys[i])
-                    other = parsed.get(e)
-                    if other is None:
-                        if len(parsed) >= _PARSED:
-                            parsed.clear()
-                        other = parsed[e] = sketch_from_bytes(blobs[i].as_py())
-                    est = estimate(own, other)
-                    estimates.append((e, est.resemblance, est.containment_a_in_b))
-                for pos, (e, kind, r) in enumerate(preference(estimates, threshold, containment)):
-                    for name, value in zip(out, (int(d), pos, e, kind, r)):
-                        out[name].append(value)
-            yield pa.RecordBatch.from_pydict(out, schema=_PREFERENCES_ARROW())
+            tags = batch.column("tag").to_numpy()
+            ds = batch.column("d").to_numpy()
+            es = batch.column("e")
+            blobs = batch.column("sketch")
+            for i in range(batch.num_rows):
+                d = int(ds[i])
+                if tags[i] == 0:
+                    raw[d] = blobs[i].as_py()
+                    continue
+                if d != current:
+                    if current is not None:
+                        settle()
+                    current, estimates = d, []
+                e = es[i].as_py()
+                est = estimate(sketch(d), sketch(e))
+                estimates.append((e, est.resemblance, est.containment_a_in_b))
+            if len(out["d"]) >= 4096:
+                yield pa.RecordBatch.from_pydict(out, schema=_PREFERENCES_ARROW())
+                out = {name: [] for name in out}
+        if current is not None:
+            settle()
+        yield pa.RecordBatch.from_pydict(out, schema=_PREFERENCES_ARROW())
 
     return run
 

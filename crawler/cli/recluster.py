@@ -7,6 +7,7 @@ import itertools
 import json
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,8 @@ examples:
   neardup recluster --store neardup-store --exclude .sidebar --exclude "#comments"
   neardup recluster --engine spark --warc crawl/*.warc.gz -o clusters.jsonl
                                         the same clusters, computed by Apache Spark
+  neardup recluster --engine spark --store neardup-store --diff --threshold 0.8
+                                        the same --diff, re-clustered by Apache Spark
   spark-submit --master yarn .../crawler/cli/__main__.py recluster --engine spark --warc hdfs://... \\
       --output-format parquet -o hdfs://.../clusters.parquet
 
@@ -80,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     out.add_argument("--diff", action="store_true",
                      help="with --store: which crawl-time decisions these parameters would "
-                          "change (a table, or --json; writes no clusters file)")
+                          "change (a table, or --json; writes no clusters file; either engine)")
     cl = parser.add_argument_group("clustering (default: the config's dedup section)")
     cl.add_argument("--threshold", type=float, help="resemblance needed to join a cluster")
     cl.add_argument("--containment", type=float,
@@ -156,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
         config = apply_overrides(config, overrides)
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs must be at least 1; got {args.jobs}")
+    if args.diff:
+        _check_diff(args, config)
     if args.engine == "spark":
         return _run_spark(args, config)
     for option, value in (("--master", args.master), ("--partitions", args.partitions)):
@@ -166,10 +171,6 @@ def run(args: argparse.Namespace) -> int:
     if args.index:
         _check_index_dir(Path(args.index))
     if args.diff:
-        if args.store and area_flags and _store_area(args.store) != {
-                f"canonical.{k}": v for k, v in config.canonical.to_dict().items()}:
-            raise UserError("--diff compares with the crawl's dropped pages, whose text was kept "
-                            "with the store's content area: drop --diff to re-cluster with another")
         return _run_diff(args, config)
 
     bar = None
@@ -245,17 +246,21 @@ def _run_spark(args: argparse.Namespace, config: Any) -> int:
         raise UserError("--engine spark keeps the first member as representative: a 'popular' "
                         "one moves as its cluster grows, which rounds cannot follow; use "
                         "--engine local")
-    for option, value in (("--index", args.index), ("--jobs", args.jobs), ("--diff", args.diff)):
+    for option, value in (("--index", args.index), ("--jobs", args.jobs)):
         if value:
             raise UserError(f"{option} is an option of --engine local (Spark sizes its own work)")
     if args.partitions is not None and args.partitions < 1:
         raise UserError(f"--partitions must be at least 1; got {args.partitions}")
     parquet = args.output_format == "parquet"
+    if args.diff:
+        if parquet:
+            raise UserError("--diff writes no clusters file: drop --output-format parquet")
+        return _run_diff(args, config)
     if parquet and args.output == "clusters.jsonl":  # the default name, for the default format
         args.output = "clusters.parquet"
     if parquet and args.output == "-":
         raise UserError("--output-format parquet writes a directory: give -o DIR")
-    from crawler.recluster.spark import SparkUnavailable, recluster_spark, spark_session, tasks
+    from crawler.recluster.spark import recluster_spark, tasks
 
     try:
         work = tasks(store=args.store, warc=args.warc, jsonl=args.jsonl, html=args.html,
@@ -270,22 +275,35 @@ def _run_spark(args: argparse.Namespace, config: Any) -> int:
         except OSError as exc:
             raise UserError(f"cannot write {args.output}: {exc.strerror}") from None
     try:
-        session, made_here = spark_session(args.master, quiet=args.quiet)
-        try:
+        with _spark_session(args) as session:
             result = recluster_spark(
                 session, work, config.sketch, config.dedup, out=handle,
                 parquet=args.output if parquet else None, partitions=args.partitions,
                 area=config.canonical,
             )
-        finally:
-            if made_here:
-                session.stop()
-    except (SparkUnavailable, InputError) as exc:
+    except InputError as exc:
         raise UserError(str(exc)) from None
     finally:
         if handle is not None and out is None:
             handle.close()
     return _report(args, config, result, to_stderr=out is not None)
+
+
+@contextmanager
+def _spark_session(args: argparse.Namespace) -> Iterator[Any]:
+    """The Spark session of ``--master`` (or spark-submit's), stopped after if made here; no
+    Java, no PySpark or a bad master is one line."""
+    from crawler.recluster.spark import SparkUnavailable, spark_session
+
+    try:
+        session, made_here = spark_session(args.master, quiet=args.quiet)
+    except SparkUnavailable as exc:
+        raise UserError(str(exc)) from None
+    try:
+        yield session
+    finally:
+        if made_here:
+            session.stop()
 
 
 def _check_index_dir(path: Path) -> None:
@@ -322,18 +340,34 @@ def _store_sketch_params(path: str) -> dict[str, object]:
         raise UserError(f"cannot open store {path}: {exc}") from None
 
 
+def _check_diff(args: argparse.Namespace, config: Any) -> None:
+    """``--diff`` reads one store, with the content area its dropped pages' texts were kept in."""
+    if not args.store or args.warc or args.jsonl or args.html:
+        raise UserError("--diff compares a store's crawl with a re-clustering: give --store "
+                        "DIR and no --warc, --jsonl or --html")  # fmt: skip
+    if _store_area(args.store) != {f"canonical.{k}": v
+                                   for k, v in config.canonical.to_dict().items()}:  # fmt: skip
+        raise UserError("--diff compares with the crawl's dropped pages, whose text was kept "
+                        "with the store's content area: drop --diff to re-cluster with another")
+
+
 def _run_diff(args: argparse.Namespace, config: Any) -> int:
     """``neardup recluster --diff``: the command-line end of
-    :func:`crawler.recluster.diff.diff_store`."""
+    :func:`crawler.recluster.diff.diff_store` (and, with ``--engine spark``, of
+    :func:`crawler.recluster.spark.diff.diff_store_spark`)."""
     from crawler.recluster.diff import diff_store
 
-    if not args.store or args.warc or args.jsonl:
-        raise UserError("--diff compares a store's crawl with a re-clustering: give --store "
-                        "DIR and no --warc or --jsonl")  # fmt: skip
     try:
-        diff = diff_store(args.store, config.sketch, config.dedup, jobs=args.jobs,
-                          index_dir=args.index)  # fmt: skip
-    except StoreError as exc:
+        if args.engine == "spark":
+            from crawler.recluster.spark.diff import diff_store_spark
+
+            with _spark_session(args) as session:
+                diff = diff_store_spark(session, args.store, config.sketch, config.dedup,
+                                        partitions=args.partitions, area=config.canonical)
+        else:
+            diff = diff_store(args.store, config.sketch, config.dedup, jobs=args.jobs,
+                              index_dir=args.index, area=config.canonical)  # fmt: skip
+    except (StoreError, InputError) as exc:
         raise UserError(str(exc)) from None
     if args.json:
         print(json.dumps(diff.to_dict(), indent=2, ensure_ascii=False))

@@ -32,6 +32,12 @@ first page with its content hash, which has the same canonical text by definitio
   breaks, so line tokens cannot be rebuilt (the other way round works: a line store's texts
   keep their lines, and words and characters come out of them as the crawl made them).
 
+**Both engines.** :func:`diff_documents` is what is read, one document per record, whether
+the local engine reads the whole store (:func:`diff_store`) or Spark's executors read chunks of
+document ids (:func:`crawler.recluster.spark.diff.diff_store_spark`); what could not be compared
+travels as the documents' skip reasons, so the driver reads records, never pages. Both hand
+their clusters.jsonl lines to :func:`compare`: the same lines give the same report.
+
 Only the decision is compared; a page dropped then and dropped now, but into another cluster
 (a near duplicate now of another page), counts as unchanged. A re-clustering with the crawl's
 own parameters therefore reports no change at all: the tests check that.
@@ -42,19 +48,21 @@ from __future__ import annotations
 import io
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from crawler.recluster.inputs import SourceDocument
-from dedup.html_text import charset_of
-from dedup.params import DedupParams, SketchParams
+from crawler.recluster.inputs import SourceDocument, store_page_document
+from dedup.params import ContentArea, DedupParams, SketchParams
 
-__all__ = ["Change", "DiffResult", "diff_store"]
+if TYPE_CHECKING:
+    from crawler.recluster.run import ReclusterResult
+    from storage.records import DocumentRecord
 
-#: crawl-time decisions of pages dropped into another page's cluster
+__all__ = ["Change", "DiffResult", "compare", "diff_documents", "diff_store"]
 
+#: why a page could not be compared, by the key its skip reason ends with
 NOT_COMPARED = {
     "skipped": "skipped at crawl time (no text to cluster)",
     "no_text": "dropped at crawl time, canonical text not kept",
@@ -62,6 +70,10 @@ NOT_COMPARED = {
     "empty": "no tokens with the new parameters",
     "line_unit": "dropped at crawl time; its kept text has no line breaks for the line unit",
 }
+#: the skip reason of a page that cannot be compared: this, then its key in NOT_COMPARED
+NOT_COMPARED_REASON = "not compared: "
+#: the skip reason of the note that follows a page compared by a text cut at max_text_bytes
+CUT_TEXT = "cut text"
 
 
 @dataclass(frozen=True)
@@ -174,16 +186,6 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-@dataclass
-class _Seen:
-    """What the source generator learned about each page while feeding the re-clustering."""
-
-    #: (URL, doc id, crawl decision) of each page fed to the re-clustering, in order
-    order: list[tuple[str, int, str]] = field(default_factory=list)
-    not_compared: Counter[str] = field(default_factory=Counter)
-    cut_texts: int = 0
-
-
 def _was_cut(text: str, unit: str, recorded: int | None) -> bool:
     """True when a kept text is not the whole stream the crawl hashed (review.max_text_bytes)."""
     from dedup.document import content_hash
@@ -192,51 +194,56 @@ def _was_cut(text: str, unit: str, recorded: int | None) -> bool:
     return recorded is not None and content_hash(tokens_of_text(text, unit)) != recorded
 
 
-def _sources(path: str | Path, unit: str, seen: _Seen) -> Iterator[SourceDocument]:
-    """Every page the store can show, in crawl (document id) order.
+def diff_documents(
+    store: Any, records: Iterable[tuple[int, DocumentRecord]], unit: str
+) -> Iterator[SourceDocument]:
+    """What the re-clustering reads for ``records`` of the open ``store``, in their order.
 
-    The store is opened on the first ``next()``, so the re-clustering's worker processes,
-    started before that, never inherit its LMDB environment.
+    One document per record, named by its document id (the comparison reads the record back
+    by it, so a URL decided twice is never mistaken for the other); a page that cannot be
+    compared is a skipped document whose reason says why (:data:`NOT_COMPARED_REASON`), and a
+    page compared by a cut text is followed by a skipped note (:data:`CUT_TEXT`). The skip
+    reasons are the one thing both engines hand back about every document, so the counts come
+    out the same whether this runs here or in Spark's executors.
     """
-    from storage.store import Store
-
-    with Store.open(path, readonly=True) as store:
-        text_of = getattr(store, "text", None)  # stores before texts were kept: None
-        for doc_id, record in store.documents():
-            if record.decision == "skipped":
-                seen.not_compared["skipped"] += 1
-                continue
-            source: SourceDocument | None = None
-            if record.page is not None:
-                source = _page_source(store, record.url, record.page)
-            else:
-                text = text_of(doc_id) if text_of is not None else None
-                # a text keeps its unit's separators: lines survive only in a line store
-                lines_lost = unit == "line" and store.params.unit != "line"
-                if text is not None and not lines_lost:
-                    source = SourceDocument(record.url, "text", text)
-                    if _was_cut(text, store.params.unit, record.content_hash):
-                        seen.cut_texts += 1
-                elif record.decision == "exact_duplicate" and record.content_hash is not None:
-                    source = _identical_source(store, record.url, record.content_hash)
-                if source is None:
-                    if record.decision == "kept" and text is None:
-                        reason = "no_page"
-                    else:
-                        reason = "line_unit" if text is not None else "no_text"
-                    seen.not_compared[reason] += 1
-                    continue
-            seen.order.append((record.url, doc_id, record.decision))
+    text_of = getattr(store, "text", None)  # stores before texts were kept: None
+    # a text keeps its unit's separators: lines survive only in a line store
+    lines_lost = unit == "line" and store.params.unit != "line"
+    for doc_id, record in records:
+        name = str(doc_id)
+        if record.decision == "skipped":
+            yield _not_compared(name, "skipped")
+            continue
+        if record.page is not None:
+            yield _page_source(store, name, record.page)
+            continue
+        text = text_of(doc_id) if text_of is not None else None
+        source: SourceDocument | None = None
+        if text is not None and not lines_lost:
+            yield SourceDocument(name, "text", text)
+            if _was_cut(text, store.params.unit, record.content_hash):
+                yield SourceDocument(name, "text", "", skip_reason=CUT_TEXT)
+            continue
+        if record.decision == "exact_duplicate" and record.content_hash is not None:
+            source = _identical_source(store, name, record.content_hash)
+        if source is not None:
             yield source
+        elif record.decision == "kept" and text is None:
+            yield _not_compared(name, "no_page")
+        else:
+            yield _not_compared(name, "line_unit" if text is not None else "no_text")
 
 
-def _page_source(store: Any, url: str, location: Any) -> SourceDocument:
+def _not_compared(name: str, reason: str) -> SourceDocument:
+    return SourceDocument(name, "text", "", skip_reason=NOT_COMPARED_REASON + reason)
+
+
+def _page_source(store: Any, name: str, location: Any) -> SourceDocument:
     page = store.read_page(location)
-    ctype = next((v for k, v in page[2] if k.lower() == "content-type"), None)
-    return SourceDocument(url, "html", page[3], encoding=charset_of(ctype or ""))
+    return store_page_document(name, page.headers, page.body)
 
 
-def _identical_source(store: Any, url: str, content_hash: int) -> SourceDocument | None:
+def _identical_source(store: Any, name: str, content_hash: int) -> SourceDocument | None:
     """An exact duplicate, given the stored copy of the first page with its canonical text."""
     found = store.index.find_exact(content_hash)
     if found is None:
@@ -244,7 +251,27 @@ def _identical_source(store: Any, url: str, content_hash: int) -> SourceDocument
     first = store.document(found[0])
     if first is None or first.page is None:
         return None
-    return _page_source(store, url, first.page)
+    return _page_source(store, name, first.page)
+
+
+def _sources(path: str | Path, unit: str) -> Iterator[SourceDocument]:
+    """:func:`diff_documents` of every record of the store, in crawl (document id) order.
+
+    The store is opened on the first ``next()``, in the process that reads the sources, so the
+    re-clustering's worker processes never inherit its LMDB environment.
+    """
+    from storage.store import Store
+
+    with Store.open(path, readonly=True) as store:
+        yield from diff_documents(store, store.documents(), unit)
+
+
+def check_store(path: str | Path) -> None:
+    """A missing store is a :class:`~storage.errors.StoreNotFoundError` before any work."""
+    if not Path(path).is_dir():
+        from storage.errors import StoreNotFoundError
+
+        raise StoreNotFoundError(f"no store at {path}")
 
 
 def diff_store(
@@ -254,28 +281,31 @@ def diff_store(
     *,
     jobs: int | None = None,
     index_dir: str | Path | None = None,
+    area: ContentArea | None = None,
 ) -> DiffResult:
-    """Re-cluster the store at ``path`` with ``params``/``dedup``; compare with the crawl."""
+    """Re-cluster the store at ``path`` with ``params``/``dedup`` (HTML read with the content
+    area ``area``: the store's own, for pages read as the crawl read them); compare with the
+    crawl. On Spark: :func:`crawler.recluster.spark.diff.diff_store_spark`."""
     from crawler.recluster.run import recluster
-    from storage.log import read_log
 
-    if not Path(path).is_dir():
-        from storage.errors import StoreNotFoundError
-
-        raise StoreNotFoundError(f"no store at {path}")
-    seen = _Seen()
+    check_store(path)
     out = io.StringIO()
-    result = recluster(
-        _sources(path, params.unit, seen), params, dedup, out=out, jobs=jobs,
-        index_dir=index_dir, feed_here=True,  # _sources fills `seen`: it must run here
-    )  # fmt: skip
-    crawl_duplicate_of: dict[str, str | None] = {}
-    try:
-        for entry in read_log(Path(path) / "logs"):
-            if isinstance(entry.get("url"), str):
-                crawl_duplicate_of[entry["url"]] = entry.get("duplicate_of")
-    except (OSError, ValueError):
-        pass  # the log only adds the crawl's "duplicate of" to the table
+    result = recluster(_sources(path, params.unit), params, dedup, out=out, jobs=jobs,
+                       index_dir=index_dir, area=area)  # fmt: skip
+    return compare(path, params, dedup, out.getvalue().splitlines(), result)
+
+
+def compare(
+    path: str | Path,
+    params: SketchParams,
+    dedup: DedupParams,
+    lines: Iterable[str],
+    result: ReclusterResult,
+) -> DiffResult:
+    """The re-clustering of :func:`diff_documents` (its clusters.jsonl ``lines``, in input
+    order, and its ``result``) against the crawl's decisions, read from the store's records."""
+    from storage.log import read_log
+    from storage.store import Store
 
     diff = DiffResult(
         store=str(path),
@@ -287,28 +317,41 @@ def diff_store(
         },
         seconds=result.seconds,
     )
-    diff.not_compared.update(seen.not_compared)
-    diff.cut_texts = seen.cut_texts
-    diff.not_compared["empty"] += sum(result.skipped.values())
-    if not diff.not_compared["empty"]:
-        del diff.not_compared["empty"]
+    for reason, n in result.skipped.items():
+        if reason.startswith(NOT_COMPARED_REASON):
+            diff.not_compared[reason[len(NOT_COMPARED_REASON) :]] += n
+        elif reason == CUT_TEXT:
+            diff.cut_texts += n
+        else:  # the re-clustering skipped it: no tokens now (or too deep to read)
+            diff.not_compared["empty"] += n
+    crawl_duplicate_of: dict[str, str | None] = {}
+    try:
+        for entry in read_log(Path(path) / "logs"):
+            if isinstance(entry.get("url"), str):
+                crawl_duplicate_of[entry["url"]] = entry.get("duplicate_of")
+    except (OSError, ValueError):
+        pass  # the log only adds the crawl's "duplicate of" to the table
+
     representative: dict[int, str] = {}
-    pending = iter(seen.order)
-    for line in out.getvalue().splitlines():
-        row = json.loads(line)
-        url, cluster, is_rep = row["id"], int(row["cluster"]), bool(row["representative"])
-        if is_rep:
-            representative[cluster] = url
-        # lines come in input order; a page without tokens now has no line
-        _, doc_id, then = next(p for p in pending if p[0] == url)
-        diff.compared += 1
-        kept_then = then == "kept"
-        if kept_then and not is_rep:
-            diff.now_dropped.append(Change(url, doc_id, then, row["decision"], cluster,
-                                           row["resemblance"], representative.get(cluster)))  # fmt: skip
-        elif not kept_then and is_rep:
-            diff.now_kept.append(Change(url, doc_id, then, row["decision"], cluster, None, None,
-                                        crawl_duplicate_of.get(url)))  # fmt: skip
-        else:
-            diff.unchanged["kept" if kept_then else "dropped"] += 1
+    with Store.open(path, readonly=True) as store:
+        for line in lines:
+            row = json.loads(line)
+            doc_id, cluster = int(row["id"]), int(row["cluster"])
+            is_rep = bool(row["representative"])
+            record = store.document(doc_id)
+            assert record is not None, f"document {doc_id} was re-clustered, so it is recorded"
+            url, then = record.url, record.decision
+            if is_rep:
+                representative[cluster] = url
+            diff.compared += 1
+            kept_then = then == "kept"
+            now = row["decision"]
+            if kept_then and not is_rep:
+                diff.now_dropped.append(Change(url, doc_id, then, now, cluster, row["resemblance"],
+                                               representative.get(cluster)))  # fmt: skip
+            elif not kept_then and is_rep:
+                diff.now_kept.append(Change(url, doc_id, then, now, cluster, None, None,
+                                            crawl_duplicate_of.get(url)))  # fmt: skip
+            else:
+                diff.unchanged["kept" if kept_then else "dropped"] += 1
     return diff

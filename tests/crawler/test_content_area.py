@@ -182,6 +182,8 @@ def test_diff_with_another_area_is_refused_in_one_line(crawls, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("neardup recluster: error: --diff compares with")
-    # the store's own area, named or not, is fine
+    # the store's own area, named or not, is fine, and its pages are read in it, as the crawl
+    # read them: the crawl's own parameters change no decision
     assert main([*argv[:4], "--content-area", "main", "-q", "--json"]) == 0
-    capsys.readouterr()
+    report = json.loads(capsys.readouterr().out)
+    assert report["compared"] > 0 and report["changed"] == 0

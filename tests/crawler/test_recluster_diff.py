@@ -146,11 +146,14 @@ def test_what_diff_cannot_see_is_counted(tmp_path):
     assert by_line.not_compared["line_unit"] == 1 and by_line.compared == 0
 
 
-def test_diff_needs_a_store_and_nothing_else(tmp_path, capsys):
+def test_diff_needs_a_store_and_nothing_else(site, tmp_path, capsys):
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"id": 1, "text": "a b c"}\n')
     assert main(["recluster", "--diff", "--jsonl", str(corpus), "-q"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("neardup recluster: error: --diff compares a store's crawl")
+    # other inputs beside the store are refused, not left out without a word
+    assert main(["recluster", "--diff", "--store", str(site.store), "--html", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("neardup recluster: error: --diff compares a store")
     assert main(["recluster", "--diff", "--store", str(tmp_path / "none"), "-q"]) == 2
     assert "no store at" in capsys.readouterr().err

@@ -14,6 +14,7 @@ import json
 import os
 import random
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,11 @@ from crawler.recluster.inputs import read_jsonl  # noqa: E402
 from crawler.recluster.pool import sketch_source  # noqa: E402
 from crawler.recluster.run import recluster  # noqa: E402
 from crawler.recluster.spark import recluster_spark, spark_session, tasks  # noqa: E402
+from dedup.canonical import html_tokens  # noqa: E402
 from dedup.params import DedupParams, SketchParams  # noqa: E402
+from storage.records import DocumentRecord  # noqa: E402
+from storage.store import Store  # noqa: E402
+from storage.texts import stored_text  # noqa: E402
 from tests.conftest import html_corpus_or_skip  # noqa: E402
 from tests.crawler.test_recluster import (  # noqa: E402
     crawl_into_store,
@@ -34,6 +39,7 @@ from tests.crawler.test_recluster import (  # noqa: E402
     warc_pages,
     write_jsonl,
 )
+from tests.crawler.test_report import crawled_site  # noqa: E402
 
 PAGES = 160  # real pages of the Debian-packaged documentation, before the planted copies
 
@@ -240,6 +246,73 @@ def test_files_named_by_url_are_read_by_spark_file_systems(spark, tmp_path, caps
     assert "gone.warc" in error(capsys, "--engine", "spark", "--warc", missing)
 
 
+# --- --diff against a store ------------------------------------------------------------------------
+
+
+def diff_table(capsys, *argv: str) -> str:
+    assert main(["recluster", "--diff", *argv, "--quiet"]) == 0
+    return capsys.readouterr().out
+
+
+def test_diff_on_spark_reports_what_the_local_diff_reports(spark, tmp_path_factory, capsys):
+    """A real crawl (the report's site: kept pages stored, dropped pages' texts kept): the same
+    report, JSON and table, with the crawl's own parameters (nothing changes) and with a
+    threshold that would keep its near duplicates."""
+    site = crawled_site(tmp_path_factory)
+    own = ["--store", str(site.store), "--diff"]
+    expected = run(capsys, *own, "-j", "1")
+    got = run(capsys, *own, "--engine", "spark", "--partitions", "2")
+    assert got.pop("seconds") > 0 and expected.pop("seconds") > 0
+    assert got == expected
+    assert expected["changed"] == 0 and expected["compared"] == 30
+    assert set(expected["not_compared"]) == {"skipped"}
+    higher = ["--store", str(site.store), "--threshold", "0.99"]
+    table = diff_table(capsys, *higher, "--engine", "spark")
+    assert table == diff_table(capsys, *higher, "-j", "1")
+    assert "0 would now be dropped, 5 would now be kept, 22 stay kept, 3 stay dropped" in table
+
+
+def test_diff_on_spark_counts_what_it_cannot_compare_as_the_local_diff_does(
+        spark, tmp_path, capsys):
+    """A crawl that kept its near duplicates' texts but one (and one of them cut at
+    review.max_text_bytes), with an exact mirror (read from its original's stored copy), a
+    skipped page and a kept page whose copy was not stored: re-clustered at 0.5, its far edits
+    would now be dropped and the cut page kept, and every page either engine could not compare
+    is counted under the same reason."""
+    pages = store_pages(seed=4, groups=5)
+    pages.append(("http://site.test/0/mirror", pages[0][1]))
+    params = SketchParams(shingle_size=3, size=64)
+    store = tmp_path / "store"
+    crawl_into_store(store, pages, params, threshold=0.9)
+    now = time.time()
+    with Store.open(store) as opened, opened.batch():
+        decided = {i: record.decision for i, record in opened.documents()}
+        near = [i for i, decision in decided.items() if decision == "near_duplicate"]
+        assert len(near) == 10 and decided[len(pages) - 1] == "exact_duplicate"
+        for i in near[1:]:  # the first near duplicate's text is not kept
+            tokens = list(html_tokens(pages[i][1], encoding="utf-8"))
+            opened.put_text(i, stored_text(tokens, "word", 120 if i == near[1] else None))
+        opened.put_document(opened.next_doc_id(),
+                            DocumentRecord("http://site.test/robots-only", "skipped", now))
+        opened.put_document(opened.next_doc_id(),
+                            DocumentRecord("http://site.test/unstored", "kept", now, 99, 7))
+    argv = ["--store", str(store), "--diff", "--threshold", "0.5"]
+    expected = run(capsys, *argv, "-j", "1")
+    got = run(capsys, *argv, "--engine", "spark")
+    got.pop("seconds"), expected.pop("seconds")
+    assert got == expected
+    assert {c["url"] for c in expected["now_dropped"]} == {u for u, _ in pages if u.endswith("far")}
+    assert [c["url"] for c in expected["now_kept"]] == [pages[near[1]][0]]
+    assert expected["unchanged"] == {"kept": 5, "dropped": 8 + 1}  # near duplicates, mirror
+    assert {k: v["count"] for k, v in expected["not_compared"].items()} == {
+        "no_text": 1, "no_page": 1, "skipped": 1}
+    assert expected["cut_texts"] == 1
+    # the popular representative is refused on Spark, with --diff too; --diff writes no file
+    assert "popular" in error(capsys, *argv, "--engine", "spark", "--representative", "popular")
+    assert "--output-format" in error(capsys, *argv, "--engine", "spark",
+                                      "--output-format", "parquet")
+
+
 # --- a task that dies is retried, without lost or repeated output ---------------------------------
 
 
@@ -283,7 +356,7 @@ def test_wrong_options_missing_java_and_bad_masters_are_one_line_errors(
     spark_run = ["--jsonl", str(path), "--engine", "spark", "-o", str(tmp_path / "out")]
     assert "popular" in error(capsys, *spark_run, "--representative", "popular")
     assert "--index" in error(capsys, *spark_run, "--index", str(tmp_path / "i"))
-    assert "--diff" in error(capsys, *spark_run, "--diff")
+    assert "--diff compares a store's crawl" in error(capsys, *spark_run, "--diff")
     assert "--partitions" in error(capsys, *spark_run, "--partitions", "0")
     assert "--engine spark" in error(capsys, "--jsonl", str(path), "--output-format", "parquet")
     assert "--engine spark" in error(capsys, "--jsonl", str(path), "--master", "local[2]")

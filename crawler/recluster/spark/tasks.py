@@ -3,15 +3,16 @@ an executor, start to end.
 
 One task per WARC or JSON Lines file (as cc-pyspark reads Common Crawl: a file is a unit of
 work, and its records come out in order), and chunks of ``TASK_DOCUMENTS`` HTML files or store
-pages. A document's key is its task's ordinal in the high bits and its ordinal in the task in
-the low (:func:`document_key`), so the key orders documents as the input does, whatever the
-partition that happens to read them.
+pages; for ``--diff``, chunks of a store's document ids (:func:`diff_tasks`). A document's key
+is its task's ordinal in the high bits and its ordinal in the task in the low
+(:func:`document_key`), so the key orders documents as the input does, whatever the partition
+that happens to read them.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,10 @@ from crawler.recluster.inputs import (
     store_page_document,
 )
 
-__all__ = ["RECORD_BITS", "TASK_DOCUMENTS", "Task", "document_key", "read_task", "remote", "tasks"]
+__all__ = [
+    "RECORD_BITS", "TASK_DOCUMENTS", "Task", "diff_tasks", "document_key", "read_task", "remote",
+    "tasks",
+]
 
 #: a document's key: its task's ordinal in the high bits, its ordinal in the task in the low
 RECORD_BITS = 32
@@ -51,12 +55,14 @@ class Task:
     """One executor task's share of the input: ``kind`` and what it reads."""
 
     ordinal: int
-    kind: str  # "warc", "jsonl", "html", "store"
+    kind: str  # "warc", "jsonl", "html", "store", "diff"
     path: str = ""
-    #: html: the files; store: (url, page location) of each page
+    #: html: the files; store: (url, page location) of each page; diff: document ids
     items: tuple[Any, ...] = ()
     id_field: str = "id"
     text_field: str = "text"
+    #: diff: the unit the re-clustering tokenises by (a kept text has lines only in a line store)
+    unit: str = ""
 
 
 def tasks(
@@ -95,6 +101,16 @@ def tasks(
     return out
 
 
+def diff_tasks(store: str, unit: str) -> list[Task]:
+    """The tasks of ``neardup recluster --store DIR --diff`` on Spark: every document id of the
+    store, in order, in chunks of ``TASK_DOCUMENTS``, each read in an executor as the local
+    engine reads the store (:func:`crawler.recluster.diff.diff_documents`). Reads only the
+    records' URLs (the cheapest pass over the ids), no page, no text."""
+    ids = (doc_id for doc_id, _ in _store_records(store, lambda st: st.urls()))
+    return [Task(n, "diff", store, tuple(chunk), unit=unit)
+            for n, chunk in enumerate(_chunks(ids, TASK_DOCUMENTS))]  # fmt: skip
+
+
 def remote(path: str) -> bool:
     """A Hadoop file system URL (hdfs://, s3a://, file://, ...): read by Spark's own file
     systems (``binaryFile``), not by ``open``; a plain path is opened where it is read.
@@ -127,6 +143,14 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 
 def _store_pages(path: str) -> Iterator[tuple[str, Any]]:
     """(url, page location) of a store's kept pages, in document order (no page is read)."""
+    for _, record in _store_records(path, lambda st: st.documents()):
+        if record.page is not None:
+            yield record.url, record.page
+
+
+def _store_records(path: str, scan: Callable[[Any], Iterable[Any]]) -> Iterator[Any]:
+    """``scan`` of the store at ``path`` opened read-only; a missing or unreadable store is an
+    :class:`InputError`."""
     from storage.errors import StoreError
     from storage.store import Store
 
@@ -134,9 +158,7 @@ def _store_pages(path: str) -> Iterator[tuple[str, Any]]:
         raise InputError(f"no store at {path}")
     try:
         with Store.open(path, readonly=True) as st:
-            for _, record in st.documents():
-                if record.page is not None:
-                    yield record.url, record.page
+            yield from scan(st)
     except StoreError as exc:
         raise InputError(str(exc)) from None
 
@@ -161,6 +183,8 @@ def read_task(task: Task, content: bytes | None = None) -> Iterator[SourceDocume
             yield from read_html_files(task.items)
         elif task.kind == "store":
             yield from _read_store_pages(task.path, task.items)
+        elif task.kind == "diff":
+            yield from _read_diff_documents(task.path, task.items, task.unit)
     except Exception as exc:  # a corrupt or vanished file: say so, keep what came before
         reason = f"unreadable_{task.kind} ({type(exc).__name__})"
         yield SourceDocument(task.path or task.kind, "html", b"", skip_reason=reason)
@@ -177,3 +201,11 @@ def _read_store_pages(path: str, items: tuple[Any, ...]) -> Iterator[SourceDocum
                 yield SourceDocument(url, "html", b"", skip_reason=f"unreadable ({type(exc).__name__})")
                 continue
             yield store_page_document(page.url, page.headers, page.body)
+
+
+def _read_diff_documents(path: str, ids: tuple[int, ...], unit: str) -> Iterator[SourceDocument]:
+    from crawler.recluster.diff import diff_documents
+    from storage.store import Store
+
+    with Store.open(path, readonly=True) as st:
+        yield from diff_documents(st, ((i, st.document(i)) for i in ids), unit)

@@ -1,0 +1,41 @@
+"""``neardup recluster --store DIR --diff --engine spark``: the local ``--diff``, re-clustered
+on Spark.
+
+The driver lists the store's document ids (:func:`~crawler.recluster.spark.tasks.diff_tasks`),
+executors read each chunk as the local engine reads the store
+(:func:`crawler.recluster.diff.diff_documents`: pages, kept texts, what cannot be compared as
+skip reasons), the Spark engine clusters them, and the driver compares its clusters.jsonl lines
+with the crawl's records (:func:`crawler.recluster.diff.compare`), as the local ``--diff`` does:
+same store, same parameters, same report.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from crawler.recluster.diff import DiffResult, check_store, compare
+from crawler.recluster.spark.run import recluster_spark
+from crawler.recluster.spark.tasks import diff_tasks
+from dedup.params import ContentArea, DedupParams, SketchParams
+
+__all__ = ["diff_store_spark"]
+
+
+def diff_store_spark(
+    session: Any,
+    path: str | Path,
+    params: SketchParams,
+    dedup: DedupParams,
+    *,
+    partitions: int | None = None,
+    area: ContentArea | None = None,
+) -> DiffResult:
+    """:func:`crawler.recluster.diff.diff_store` on the Spark ``session``."""
+    check_store(path)
+    out = io.StringIO()
+    work = diff_tasks(str(path), params.unit)
+    result = recluster_spark(session, work, params, dedup, out=out, partitions=partitions,
+                             area=area)  # fmt: skip
+    return compare(path, params, dedup, out.getvalue().splitlines(), result)

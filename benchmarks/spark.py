@@ -294,26 +294,26 @@ def decided_differently(a: Path, b: Path) -> int:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.spark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pages", type=int, default=15_000,
+    parser.add_argument("--pages", type=int, metavar="N", default=15_000,
                         help="real pages drawn from the corpus; a third more are edited copies "
                              "(default: %(default)s; 1500 for a quick run)")
-    parser.add_argument("--threshold", type=float, default=0.8,
+    parser.add_argument("--threshold", type=float, metavar="T", default=0.8,
                         help="resemblance threshold of every pipeline (default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=3,
+    parser.add_argument("--repeats", type=int, metavar="N", default=3,
                         help="interleaved rounds of the speed rows; medians are printed "
                              "(default: %(default)s; Spark ML runs once)")
-    parser.add_argument("--seed", type=int, default=1,
+    parser.add_argument("--seed", type=int, metavar="N", default=1,
                         help="draws the pages, their edits and order, and the synthetic sketches")
-    parser.add_argument("--sizes", default="10000,100000,1000000",
+    parser.add_argument("--sizes", metavar="N,N,...", default="10000,100000,1000000",
                         help="synthetic documents per scale run, comma-separated; empty: no "
                              "scale part (default: %(default)s)")
-    parser.add_argument("--planted", type=float, default=0.3,
+    parser.add_argument("--planted", type=float, metavar="FRACTION", default=0.3,
                         help="fraction of near copies among the synthetic sketches "
                              "(default: %(default)s)")
-    parser.add_argument("--small-cap", type=int, default=4,
+    parser.add_argument("--small-cap", type=int, metavar="N", default=4,
                         help="a boilerplate cap small enough to bite, for the second agreement "
                              "row (default: %(default)s)")
-    parser.add_argument("--sparkml-timeout", type=float, default=3600,
+    parser.add_argument("--sparkml-timeout", type=float, metavar="SECONDS", default=3600,
                         help="seconds a Spark ML run may take before it is stopped and reported "
                              "as a bound (default: %(default)s)")
     parser.add_argument("--skip-speed", action="store_true",

@@ -103,7 +103,7 @@ def _failure(text: str, last: bool = False) -> str:
     """The line that says why a Spark run failed: an out-of-memory error wherever it is in a
     Java stack trace, else the first exception named (``last``: the last, as a Python traceback
     ends with it), else the first line."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()] or ["?"]
+    lines = [line.strip(" :") for line in text.strip().splitlines() if line.strip(" :")] or ["?"]
     if last:
         lines.reverse()
     for marks in (("OutOfMemoryError",), ("Exception:", "Error:")):
@@ -247,7 +247,8 @@ CHILDREN = {"engine": child_engine, "sparkml": child_sparkml, "startup": child_s
 
 def _child(kind: str, timeout: float | None = None, **kwargs: Any) -> dict[str, Any]:
     """Run one child in a process group of its own (its JVM and Python workers with it); its
-    result as a dict, or ``{"error": ...}``."""
+    result as a dict, or ``{"error": ...}``. A JVM that ran out of memory names the error on
+    its own output only: it is added to the child's error."""
     command = [sys.executable, "-m", "benchmarks.spark", "--child", json.dumps([kind, kwargs])]
     child = subprocess.Popen(command, cwd=_REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, start_new_session=True)
@@ -262,9 +263,16 @@ def _child(kind: str, timeout: float | None = None, **kwargs: Any) -> dict[str, 
             child.communicate()
         return {"error": f"stopped after {timeout:,.0f} s", "timeout": timeout}
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
-    if child.returncode or not lines:
-        return {"error": f"child exited {child.returncode}: {_failure(stderr, last=True)}"}
-    return json.loads(lines[-1])
+    if child.returncode < 0:  # not this benchmark's doing: only a timeout stops a child here
+        name = signal.Signals(-child.returncode).name
+        result = {"error": f"killed by {name} from outside the benchmark"}
+    elif child.returncode or not lines:
+        result = {"error": f"child exited {child.returncode}: {_failure(stderr, last=True)}"}
+    else:
+        result = json.loads(lines[-1])
+    if result.get("error") and "OutOfMemoryError" in stderr:
+        result["error"] = f"{_failure(stderr)} ({result['error']})"
+    return result
 
 
 # --- the parent ----------------------------------------------------------------------------------
@@ -285,10 +293,20 @@ def decisions(path: Path) -> dict[str, tuple[str, str]]:
     return {r["id"]: (r["decision"], leader.get(r["cluster"], "?")) for r in records}
 
 
-def decided_differently(a: Path, b: Path) -> int:
-    """Documents two clusters.jsonl files decide differently (kind or representative)."""
+def decided_differently(a: Path, b: Path, examples: int = 3) -> dict[str, Any]:
+    """How many documents two clusters.jsonl files decide differently (kind or representative),
+    and the first few: file name, then each file's decision and representative."""
+    from benchmarks.recluster import _name
+
     left, right = decisions(a), decisions(b)
-    return sum(left.get(doc) != right.get(doc) for doc in left.keys() | right.keys())
+    differ = sorted(doc for doc in left.keys() | right.keys() if left.get(doc) != right.get(doc))
+
+    def named(decision: tuple[str, str] | None) -> list[str] | None:
+        return None if decision is None else [decision[0], _name(decision[1])]
+
+    return {"documents": len(differ),
+            "examples": [[_name(doc), named(left.get(doc)), named(right.get(doc))]
+                         for doc in differ[:examples]]}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -400,7 +418,7 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                       **{k: ok[0][k] for k in ("shuffle_bytes", "rounds", "pairs", "capped", "conf")
                          if k in ok[0]}}
     differing = {"lines": differing_lines(local_out, spark_out),
-                 "documents": decided_differently(local_out, spark_out)}
+                 **decided_differently(local_out, spark_out)}
     # where the engines can differ: a boilerplate cap small enough to bite
     log(f"agreement with a cap of {args.small_cap}")
     from crawler.recluster.inputs import read_html_files
@@ -417,7 +435,7 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             "differing": differing,
             "small_cap": {"cap": args.small_cap,
                           "differing_lines": differing_lines(local_out, spark_out),
-                          "decided_differently": decided_differently(local_out, spark_out),
+                          **decided_differently(local_out, spark_out),
                           "capped_local": capped_local.stats["capped"],
                           "capped_spark": capped_spark.get("capped"),
                           "error": capped_spark.get("error")}}
@@ -483,17 +501,29 @@ def _render_speed(speed: dict[str, Any], threshold: float,
     same = speed["differing"]
     out.append(f"differing from the local engine: {same['lines']} lines of {documents:,}, "
                f"{same['documents']} documents decided differently")
+    out += _examples(same)
     small = speed.get("small_cap")
     if small and small.get("error"):
         out.append(f"with --cap {small['cap']}: the Spark run failed: {small['error']}")
     elif small:
-        moved = small["decided_differently"]
+        moved = small["documents"]
         out.append(f"with --cap {small['cap']}: {moved} documents decided differently "
                    f"({moved / documents:.2%}; goal < 0.1%), {small['differing_lines']} lines "
                    f"differ (cluster numbers shift after a difference); the cap bit on "
                    f"{small['capped_local']:,} fingerprints locally, {small['capped_spark']:,} "
                    "on Spark")
+        out += _examples(small)
     return out
+
+
+def _examples(differing: dict[str, Any]) -> list[str]:
+    """The first documents decided differently: the local engine's decision, then Spark's."""
+
+    def said(decision: list[str] | None) -> str:
+        return "absent" if decision is None else f"{decision[0]} ({decision[1]})"
+
+    return [f"    {doc}: local {said(local)}, spark {said(spark)}"
+            for doc, local, spark in differing.get("examples", [])]
 
 
 def _render_scale(scale: list[dict[str, Any]]) -> list[str]:

@@ -2,7 +2,9 @@
 
 Real, varied, hand-written and generated HTML: Sphinx pages from the Python documentation and
 DocBook pages from PostgreSQL's (:data:`PACKAGES`: about 1,700 pages, 67 MB); Apache's and
-SQLite's manuals add 1,600 more (:data:`EXTRA_PACKAGES`, for benchmarks that want over 3,000).
+SQLite's manuals add 1,600 more (:data:`EXTRA_PACKAGES`, for benchmarks that want over 3,000),
+and the Java 17 API and Rust's documentation 42,000 more (:data:`LARGE_PACKAGES`, 870 MB, for
+benchmarks that need tens of thousands of pages).
 ``apt-get download`` fetches the ``.deb`` files without installing anything, ``dpkg-deb -x``
 unpacks each into its own folder of a cache directory, and later calls reuse what is there.
 
@@ -21,12 +23,14 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["EXTRA_PACKAGES", "PACKAGES", "corpus_dir", "html_corpus"]
+__all__ = ["EXTRA_PACKAGES", "LARGE_PACKAGES", "PACKAGES", "corpus_dir", "html_corpus"]
 
 #: the Debian packages of the default corpus
 PACKAGES = ("python3.11-doc", "postgresql-doc-15")
 #: more packages of real HTML, for callers that want more pages
 EXTRA_PACKAGES = ("apache2-doc", "sqlite3-doc")
+#: two large packages (generated API pages, many alike), for a corpus of tens of thousands of pages
+LARGE_PACKAGES = ("openjdk-17-doc", "rust-doc")
 
 _REPO = Path(__file__).resolve().parent.parent
 _DONE = ".complete"  # written last in a package's folder: without it, a half-finished unpack

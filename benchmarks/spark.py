@@ -1,9 +1,16 @@
 """``neardup recluster --engine spark`` measured against the local engine and Spark ML, in one run.
 
-    python -m benchmarks.spark [--min-pages 3000] [--repeats 3] [--sizes 10000,100000,1000000]
+    python -m benchmarks.spark                      # the full run (an hour or more on 2 cores)
+    python -m benchmarks.spark --pages 1500 --sizes 10000 --repeats 1   # a quick look
+    python -m benchmarks.spark --skip-speed         # the scale part only
+    python -m benchmarks.spark --json               # the figures for a machine to read
 
-**Corpus.** :mod:`benchmarks.recluster`'s: real pages of Debian's documentation plus edited copies
-of a third of them, in a shuffled, seeded order, read as ``neardup recluster --html`` reads them.
+**Corpus.** ``--pages`` real pages drawn (seeded) from six Debian documentation packages
+(:mod:`benchmarks.corpus`: Python, PostgreSQL, Apache, SQLite, the Java 17 API, Rust; about
+45,000 pages, many of them generated API pages alike), plus edited copies of a third of them
+(:func:`benchmarks.recluster.build_corpus`), in a shuffled, seeded order, read as ``neardup
+recluster --html`` reads them. The default, 15,000 pages (20,000 documents), is large enough
+that a distributed engine's throughput is measured rather than its start-up.
 
 **Speed** (documents per second, end to end: read, canonicalise, sketch, cluster, write
 clusters.jsonl; median of ``--repeats`` interleaved rounds):
@@ -12,19 +19,25 @@ clusters.jsonl; median of ``--repeats`` interleaved rounds):
 * the Spark engine in ``local[1]`` and ``local[2]`` (per core: documents/s over the cores), so
   the scaling from one core to two, and the ratio to the local engine per core;
 * Spark ML as a Spark user reaches for it first: ``MinHashLSH`` (16 hash tables) over 5-word
-  shingles (``HashingTF``), ``approxSimilarityJoin`` at Jaccard ≥ the threshold, with the default
-  driver memory, in ``local[2]``; it finds similar pairs only (no clusters), so the ratio
-  flatters it.
+  shingles (``HashingTF``), ``approxSimilarityJoin`` at Jaccard ≥ the threshold, in ``local[2]``
+  with the default driver memory, once; if that fails (out of memory, say), its failure is
+  printed and it runs once more with an 8 GB driver, so that there is a ratio. It finds similar
+  pairs only (no clusters), so the ratio flatters it. A run longer than ``--sparkml-timeout``
+  is stopped and reported as a bound.
 
-Each Spark run is a child process with a session of its own (its start-up is not timed). The
-Spark engine's output is compared with the local engine's line by line (they should agree), and
-its shuffle (bytes written by every stage, from Spark's own metrics) and its number of greedy
-rounds are reported per document.
+Each Spark run is a child process with a session of its own, started as the engine starts one
+(loopback only, Unix sockets to the Python workers); the session's creation is not timed, the
+first Python task's start-up is (it starts the Python workers). Both are printed on their own,
+from a fresh session that runs a one-row Python task twice. The Spark engine's output is
+compared with the local engine's line by line (they should agree, also under a small
+boilerplate cap), and its shuffle (bytes written by every stage, from Spark's own metrics) and
+its number of greedy rounds are reported.
 
 **Scale.** The clustering stages alone (exact duplicates, candidates, estimates, greedy rounds,
 cluster ids) on synthetic MIN_100 sketches made in the executors (random values; a planted
-fraction are near copies of an earlier document), at each of ``--sizes`` in ``local[2]``: the
-time per document should not grow with the number of documents.
+fraction are near copies of an earlier document,
+:func:`benchmarks.recluster.synthetic_values`), at each of ``--sizes`` in ``local[2]``: the
+time per document should not grow with the number of documents (goal: flat within 1.5×).
 """
 
 from __future__ import annotations
@@ -32,6 +45,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -41,21 +56,38 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+_REPO = Path(__file__).resolve().parent.parent
+#: the Spark ML row's driver memory when the default one fails
+BIG_DRIVER = "8g"
+LOCAL = "local engine, 1 process"
+ML = "Spark ML local[2]"
+ML_BIG = f"Spark ML local[2], {BIG_DRIVER} driver"
+
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-_REPO = Path(__file__).resolve().parent.parent
 
 
 # --- children: one Spark session each ------------------------------------------------------------
 
 
-def _session(master: str) -> Any:
+def _session(master: str, driver_memory: str | None = None) -> Any:
+    """A session started as the engine starts its own (loopback only, Unix sockets to the
+    Python workers); ``driver_memory`` reaches the JVM before it starts."""
+    if driver_memory:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} pyspark-shell"
     from crawler.recluster.spark import spark_session
 
     session, _ = spark_session(master)
     return session
+
+
+def _conf(session: Any) -> dict[str, str | None]:
+    """The settings both kinds of Spark row must share, as the session has them."""
+    conf = session.sparkContext.getConf()
+    keys = ("spark.driver.bindAddress", "spark.python.unix.domain.socket.enabled",
+            "spark.driver.memory")
+    return {key: conf.get(key) for key in keys}
 
 
 def _shuffle_bytes(session: Any) -> int:
@@ -65,6 +97,20 @@ def _shuffle_bytes(session: Any) -> int:
     with urllib.request.urlopen(url, timeout=30) as response:
         stages = json.load(response)
     return sum(int(s.get("shuffleWriteBytes", 0)) for s in stages)
+
+
+def _failure(text: str, last: bool = False) -> str:
+    """The line that says why a Spark run failed: an out-of-memory error wherever it is in a
+    Java stack trace, else the first exception named (``last``: the last, as a Python traceback
+    ends with it), else the first line."""
+    lines = [line.strip(" :") for line in text.strip().splitlines() if line.strip(" :")] or ["?"]
+    if last:
+        lines.reverse()
+    for marks in (("OutOfMemoryError",), ("Exception:", "Error:")):
+        for line in lines:
+            if any(mark in line for mark in marks):
+                return line[:240]
+    return lines[0][:240]
 
 
 def child_engine(master: str, files: str, threshold: float, out: str,
@@ -81,23 +127,18 @@ def child_engine(master: str, files: str, threshold: float, out: str,
     seconds = time.perf_counter() - started
     return {"seconds": seconds, "documents": result.summary.documents,
             "shuffle_bytes": _shuffle_bytes(session), "rounds": result.stats["rounds"],
-            "capped": result.stats["capped"]}
+            "capped": result.stats["capped"], "conf": _conf(session)}
 
 
-def child_sparkml(master: str, files: str, threshold: float) -> dict[str, Any]:
+def child_sparkml(master: str, files: str, threshold: float,
+                  driver_memory: str | None = None) -> dict[str, Any]:
     from pyspark.ml.feature import HashingTF, MinHashLSH
     from pyspark.sql.functions import size
 
     from dedup.canonical import html_tokens
 
-    from pyspark.sql import SparkSession
-
     files = json.loads(Path(files).read_text())
-    # not through crawler.*: it imports Scrapy, whose zope.interface confuses pyspark.ml's
-    # parameter discovery (AttributeError: __provides__)
-    session = (SparkSession.builder.master(master)
-               .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
+    session = _session(master, driver_memory)
     started = time.perf_counter()
 
     def shingles(path: str) -> tuple[str, list[str]]:
@@ -116,96 +157,193 @@ def child_sparkml(master: str, files: str, threshold: float) -> dict[str, Any]:
                                            distCol="distance")
         found = pairs.where("datasetA.id < datasetB.id").count()
         error = None
-    except Exception as exc:  # out of memory is the finding, not a crash of the benchmark
-        found, error = None, str(exc).strip().splitlines()[0][:200]
-    return {"seconds": time.perf_counter() - started, "documents": len(files), "pairs": found,
-            "error": error, "shuffle_bytes": _shuffle_bytes(session)}
+    except Exception as exc:  # noqa: BLE001 - out of memory is the finding, not a crash
+        found, error = None, _failure(str(exc))
+    seconds = time.perf_counter() - started
+    try:
+        shuffled = _shuffle_bytes(session)
+    except OSError:  # a driver that ran out of memory may not answer
+        shuffled = None
+    return {"seconds": seconds, "documents": len(files), "pairs": found, "error": error,
+            "shuffle_bytes": shuffled, "conf": _conf(session)}
+
+
+def child_startup(master: str) -> dict[str, Any]:
+    """What a fresh session costs before any work: its creation (outside every row's timing)
+    and its first one-row Python task (inside: it starts the Python workers), beside the same
+    task run again."""
+    started = time.perf_counter()
+    session = _session(master)
+    created = time.perf_counter() - started
+    one_row = session.range(0, 1, 1, numPartitions=1)
+
+    def passthrough(batches: Any) -> Any:
+        yield from batches
+
+    def task() -> float:
+        begun = time.perf_counter()
+        one_row.mapInArrow(passthrough, "id long").collect()
+        return time.perf_counter() - begun
+
+    first = task()
+    again = statistics.median(task() for _ in range(3))
+    return {"master": master, "session": created, "first_task": first, "later_task": again}
 
 
 def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, Any]:
     import numpy as np
 
-    from crawler.recluster.spark import (
-        DOCUMENTS_PER_PARTITION,
-        RECORD_BITS,
-        KeyRanges,
-        SparkJob,
-        cluster,
-    )
     from benchmarks.recluster import synthetic_values
+    from crawler.recluster.pool import SketchedDocument
+    from crawler.recluster.spark.run import DOCUMENTS_PER_PARTITION, cluster
+    from crawler.recluster.spark.sketch import DOCUMENTS, SparkJob, document_row, record_batch
+    from crawler.recluster.spark.tasks import document_key
     from dedup.params import DedupParams, SketchParams
     from dedup.sketches import MinSketch
 
     session = _session(master)
     sc = session.sparkContext
-    s, n = 100, 1000
-    per_task = 10_000
-    counts = [min(per_task, size - t * per_task) for t in range(-(-size // per_task))]
-
-    def documents(task: int):
-        rng = np.random.default_rng([seed, task, 1])
-        for i in range(counts[task]):
-            doc = task * per_task + i
-            values = synthetic_values(seed, doc, planted, rng, s)
-            key = (task << RECORD_BITS) + i
-            yield key, (f"doc-{doc}", MinSketch(values[:s], s, n), int(values[0]) ^ doc, None)
-
+    s, n, batch = 100, 1000, 1024
+    # as recluster_spark chooses: a partition per DOCUMENTS_PER_PARTITION, at least one per core
     partitions = max(2, sc.defaultParallelism, -(-size // DOCUMENTS_PER_PARTITION))
-    sketched = sc.parallelize(range(len(counts)), len(counts)).flatMap(documents).persist()
-    sketched.count()  # made before the clock starts: only clustering is timed
-    made = _shuffle_bytes(session)
-    starts = [0]
-    for c in counts:
-        starts.append(starts[-1] + c)
+    per_task = min(10_000, -(-size // partitions))  # at least a task per partition
+    counts = [min(per_task, size - t * per_task) for t in range(-(-size // per_task))]
     job = SparkJob(SketchParams(), DedupParams(threshold=0.9), partitions)
+    need, containment = job.need, job.dedup.containment is not None
+
+    def documents(batches: Any) -> Any:
+        for tasks in batches:
+            for task in tasks.column(0).to_pylist():
+                rng = np.random.default_rng([seed, task, 1])
+                rows = []
+                for i in range(counts[task]):
+                    doc = task * per_task + i
+                    values = synthetic_values(seed, doc, planted, rng, s)
+                    made = SketchedDocument(f"doc-{doc}", MinSketch(values[:s], s, n),
+                                            int(values[0]) ^ doc)
+                    rows.append(document_row(document_key(task, i), made, need, containment))
+                    if len(rows) == batch:
+                        yield record_batch(rows)
+                        rows = []
+                if rows:
+                    yield record_batch(rows)
+
+    tasks = sc.parallelize(range(len(counts)), len(counts)).map(lambda t: (t,)).toDF("task long")
+    made = tasks.mapInArrow(documents, DOCUMENTS).persist()
+    made.count()  # made before the clock starts: only clustering is timed
+    before = _shuffle_bytes(session)
     started = time.perf_counter()
-    clustered = cluster(session, sketched, job, KeyRanges(starts, partitions))
-    kinds = clustered.rows.map(lambda kv: kv[1][3]).countByValue()
+    clustered = cluster(session, made.coalesce(partitions), job, len(counts))
+    kinds = dict(clustered.rows.groupBy("kind").count().collect())
     seconds = time.perf_counter() - started
     return {"size": size, "seconds": seconds, "us_per_doc": seconds / size * 1e6,
-            "rounds": clustered.stats["rounds"], "kinds": dict(kinds),
-            "shuffle_bytes": _shuffle_bytes(session) - made}
+            "partitions": partitions, "tasks": len(counts), "rounds": clustered.stats["rounds"],
+            "kinds": kinds, "shuffle_bytes": _shuffle_bytes(session) - before}
 
 
-def _child(kind: str, **kwargs: Any) -> dict[str, Any]:
-    """Run one child in a process of its own; its result as a dict."""
+CHILDREN = {"engine": child_engine, "sparkml": child_sparkml, "startup": child_startup,
+            "scale": child_scale}
+
+
+def _child(kind: str, timeout: float | None = None, **kwargs: Any) -> dict[str, Any]:
+    """Run one child in a process group of its own (its JVM and Python workers with it); its
+    result as a dict, or ``{"error": ...}``. A JVM that ran out of memory names the error on
+    its own output only: it is added to the child's error."""
     command = [sys.executable, "-m", "benchmarks.spark", "--child", json.dumps([kind, kwargs])]
-    done = subprocess.run(command, cwd=_REPO, capture_output=True, text=True)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode or not lines:
-        tail = (done.stderr.strip().splitlines() or ["?"])[-1]
-        return {"error": f"child exited {done.returncode}: {tail}"}
-    return json.loads(lines[-1])
+    child = subprocess.Popen(command, cwd=_REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+    try:
+        stdout, stderr = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGTERM)  # the JVM's shutdown hooks remove its shuffle files
+        try:
+            child.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+        return {"error": f"stopped after {timeout:,.0f} s", "timeout": timeout}
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if child.returncode < 0:  # not this benchmark's doing: only a timeout stops a child here
+        name = signal.Signals(-child.returncode).name
+        result = {"error": f"killed by {name} from outside the benchmark"}
+    elif child.returncode or not lines:
+        result = {"error": f"child exited {child.returncode}: {_failure(stderr, last=True)}"}
+    else:
+        result = json.loads(lines[-1])
+    if result.get("error") and "OutOfMemoryError" in stderr:
+        result["error"] = f"{_failure(stderr)} ({result['error']})"
+    return result
 
 
 # --- the parent ----------------------------------------------------------------------------------
 
 
 def differing_lines(a: Path, b: Path) -> int:
+    """Lines of two clusters.jsonl files that differ (one extra cluster early on renumbers
+    every later one, so this counts a difference's reach)."""
     left, right = a.read_text().splitlines(), b.read_text().splitlines()
     return sum(x != y for x, y in zip(left, right)) + abs(len(left) - len(right))
+
+
+def decisions(path: Path) -> dict[str, tuple[str, str]]:
+    """Each document's decision and its cluster's representative, by id: what two runs must
+    agree on whatever their cluster numbers."""
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    leader = {r["cluster"]: r["id"] for r in records if r["representative"]}
+    return {r["id"]: (r["decision"], leader.get(r["cluster"], "?")) for r in records}
+
+
+def decided_differently(a: Path, b: Path, examples: int = 3) -> dict[str, Any]:
+    """How many documents two clusters.jsonl files decide differently (kind or representative),
+    and the first few: file name, then each file's decision and representative."""
+    from benchmarks.recluster import _name
+
+    left, right = decisions(a), decisions(b)
+    differ = sorted(doc for doc in left.keys() | right.keys() if left.get(doc) != right.get(doc))
+
+    def named(decision: tuple[str, str] | None) -> list[str] | None:
+        return None if decision is None else [decision[0], _name(decision[1])]
+
+    return {"documents": len(differ),
+            "examples": [[_name(doc), named(left.get(doc)), named(right.get(doc))]
+                         for doc in differ[:examples]]}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.spark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--threshold", type=float, default=0.8)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--min-pages", type=int, default=3000)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--sizes", default="10000,100000,1000000")
-    parser.add_argument("--planted", type=float, default=0.3)
-    parser.add_argument("--small-cap", type=int, default=4,
-                        help="a boilerplate cap that bites, for the agreement row")
-    parser.add_argument("--skip-speed", action="store_true")
-    parser.add_argument("--skip-sparkml", action="store_true")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--pages", type=int, metavar="N", default=15_000,
+                        help="real pages drawn from the corpus; a third more are edited copies "
+                             "(default: %(default)s; 1500 for a quick run)")
+    parser.add_argument("--threshold", type=float, metavar="T", default=0.8,
+                        help="resemblance threshold of every pipeline (default: %(default)s)")
+    parser.add_argument("--repeats", type=int, metavar="N", default=3,
+                        help="interleaved rounds of the speed rows; medians are printed "
+                             "(default: %(default)s; Spark ML runs once)")
+    parser.add_argument("--seed", type=int, metavar="N", default=1,
+                        help="draws the pages, their edits and order, and the synthetic sketches")
+    parser.add_argument("--sizes", metavar="N,N,...", default="10000,100000,1000000",
+                        help="synthetic documents per scale run, comma-separated; empty: no "
+                             "scale part (default: %(default)s)")
+    parser.add_argument("--planted", type=float, metavar="FRACTION", default=0.3,
+                        help="fraction of near copies among the synthetic sketches "
+                             "(default: %(default)s)")
+    parser.add_argument("--small-cap", type=int, metavar="N", default=4,
+                        help="a boilerplate cap small enough to bite, for the second agreement "
+                             "row (default: %(default)s)")
+    parser.add_argument("--sparkml-timeout", type=float, metavar="SECONDS", default=3600,
+                        help="seconds a Spark ML run may take before it is stopped and reported "
+                             "as a bound (default: %(default)s)")
+    parser.add_argument("--skip-speed", action="store_true",
+                        help="no corpus, no speed or agreement rows: the scale part only")
+    parser.add_argument("--skip-sparkml", action="store_true", help="no Spark ML row")
+    parser.add_argument("--json", action="store_true",
+                        help="print the figures as JSON instead of the table")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         kind, kwargs = json.loads(args.child)
-        run = {"engine": child_engine, "sparkml": child_sparkml, "scale": child_scale}[kind]
-        print(json.dumps(run(**kwargs)))
+        print(json.dumps(CHILDREN[kind](**kwargs)))
         return
 
     results: dict[str, Any] = {"threshold": args.threshold}
@@ -213,6 +351,8 @@ def main(argv: list[str] | None = None) -> None:
         work_dir = Path(work)
         if not args.skip_speed:
             results["speed"] = speed(args, work_dir)
+            log("start-up: a fresh session's creation and first Python task")
+            results["startup"] = [_child("startup", master=m) for m in ("local[1]", "local[2]")]
         sizes = [int(x) for x in args.sizes.split(",") if x]
         results["scale"] = []
         for n in sizes:
@@ -225,46 +365,64 @@ def main(argv: list[str] | None = None) -> None:
         print(render(results))
 
 
-def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    # imported here: a Spark ML child must not import Scrapy (see child_sparkml)
-    from benchmarks.recluster import build_corpus, real_pages, run_ours
+def corpus(args: argparse.Namespace, work: Path) -> list[Path]:
+    """The speed corpus: ``args.pages`` real pages drawn from every package, and edited copies
+    of a third of them, written to ``work`` in a shuffled order."""
+    from benchmarks.corpus import EXTRA_PACKAGES, LARGE_PACKAGES, PACKAGES, html_corpus
+    from benchmarks.recluster import build_corpus
 
-    pages = real_pages(args.min_pages)
+    every = html_corpus(args.pages, packages=PACKAGES + EXTRA_PACKAGES + LARGE_PACKAGES)
+    pages = random.Random(args.seed).sample(every, args.pages)
     files, _ = build_corpus(pages, work / "corpus", args.seed, 1 / 3)
+    log(f"corpus: {len(files):,} documents ({len(pages):,} real pages of {len(every):,}, "
+        "the rest edited copies)")
+    return files
+
+
+def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    from benchmarks.recluster import run_ours
+
+    files = corpus(args, work)
     names = str(work / "files.json")  # the children read the file names from here
     Path(names).write_text(json.dumps([str(f) for f in files]))
-    log(f"corpus: {len(files):,} pages ({len(pages):,} real, the rest edited copies)")
-    runs: dict[str, list[dict[str, Any]]] = {
-        "local, 1 job": [], "spark local[1]": [], "spark local[2]": [], "Spark ML local[2]": []}
+    runs: dict[str, list[dict[str, Any]]] = {LOCAL: [], "spark local[1]": [], "spark local[2]": []}
     local_out, spark_out = work / "local.jsonl", work / "spark.jsonl"
     for round_ in range(args.repeats):
         log(f"speed: round {round_ + 1} of {args.repeats}")
-        runs["local, 1 job"].append({"seconds": run_ours(files, local_out, args.threshold, 1),
-                                     "documents": len(files)})
+        runs[LOCAL].append({"seconds": run_ours(files, local_out, args.threshold, 1),
+                            "documents": len(files)})
         for master in ("local[1]", "local[2]"):
             runs[f"spark {master}"].append(_child("engine", master=master, files=names,
                                                   threshold=args.threshold,
                                                   out=str(spark_out)))
-        if not args.skip_sparkml and round_ == 0:  # one run: it is the slow one
-            runs["Spark ML local[2]"].append(_child("sparkml", master="local[2]", files=names,
-                                                    threshold=args.threshold))
-    cores = {"local, 1 job": 1, "spark local[1]": 1, "spark local[2]": 2, "Spark ML local[2]": 2}
+    if not args.skip_sparkml:  # once: it is the slow one
+        log("speed: Spark ML MinHashLSH, default driver memory")
+        ml = {"master": "local[2]", "files": names, "threshold": args.threshold}
+        runs[ML] = [_child("sparkml", timeout=args.sparkml_timeout, **ml)]
+        if runs[ML][0].get("error") and not runs[ML][0].get("timeout"):
+            log(f"speed: Spark ML failed ({runs[ML][0]['error']}); again with a "
+                f"{BIG_DRIVER} driver")
+            runs[ML_BIG] = [_child("sparkml", timeout=args.sparkml_timeout,
+                                   driver_memory=BIG_DRIVER, **ml)]
+    cores = {LOCAL: 1, "spark local[1]": 1, "spark local[2]": 2, ML: 2, ML_BIG: 2}
     rows = {}
     for name, done in runs.items():
-        ok = [r for r in done if "error" not in r or r.get("error") is None]
+        ok = [r for r in done if not r.get("error")]
         if not ok:
-            rows[name] = {"error": done[0].get("error") if done else "not run"}
+            rows[name] = {k: done[0][k] for k in ("error", "timeout", "conf") if k in done[0]}
             continue
         seconds = statistics.median(r["seconds"] for r in ok)
-        rows[name] = {"seconds": seconds, "docs_per_s": len(files) / seconds,
+        rows[name] = {"seconds": seconds, "runs": [r["seconds"] for r in ok],
+                      "docs_per_s": len(files) / seconds,
                       "docs_per_s_per_core": len(files) / seconds / cores[name],
-                      **{k: ok[0][k] for k in ("shuffle_bytes", "rounds", "pairs", "capped")
+                      **{k: ok[0][k] for k in ("shuffle_bytes", "rounds", "pairs", "capped", "conf")
                          if k in ok[0]}}
-    differing = differing_lines(local_out, spark_out)
+    differing = {"lines": differing_lines(local_out, spark_out),
+                 **decided_differently(local_out, spark_out)}
     # where the engines can differ: a boilerplate cap small enough to bite
     log(f"agreement with a cap of {args.small_cap}")
-    from crawler.recluster.run import recluster
     from crawler.recluster.inputs import read_html_files
+    from crawler.recluster.run import recluster
     from dedup.params import DedupParams, SketchParams
 
     with open(local_out, "w", encoding="utf-8") as fh:
@@ -273,70 +431,119 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                                  out=fh, jobs=2)
     capped_spark = _child("engine", master="local[2]", files=names, threshold=args.threshold,
                           out=str(spark_out), cap=args.small_cap)
-    return {"documents": len(files), "rows": rows, "differing_lines": differing,
+    return {"documents": len(files), "pages": args.pages, "rows": rows,
+            "differing": differing,
             "small_cap": {"cap": args.small_cap,
                           "differing_lines": differing_lines(local_out, spark_out),
+                          **decided_differently(local_out, spark_out),
                           "capped_local": capped_local.stats["capped"],
-                          "capped_spark": capped_spark.get("capped")}}
+                          "capped_spark": capped_spark.get("capped"),
+                          "error": capped_spark.get("error")}}
+
+
+# --- the table -----------------------------------------------------------------------------------
 
 
 def render(results: dict[str, Any]) -> str:
-    out = []
-    speed = results.get("speed")
-    if speed:
-        rows = speed["rows"]
-        base = rows["local, 1 job"]["docs_per_s_per_core"]
-        two = rows["spark local[2]"]
-        out.append(f"speed: {speed['documents']:,} pages, threshold {results['threshold']} "
-                   "(medians)")
-        out.append(f"{'':<22}{'docs/s':>9}{'per core':>10}{'vs local/core':>15}"
-                   f"{'shuffle B/doc':>15}{'rounds':>8}")
-        for name, r in rows.items():
-            if "error" in r:
-                out.append(f"{name:<22}  failed: {r['error']}")
-                continue
-            shuffle = r.get("shuffle_bytes")
-            per_doc = "" if shuffle is None else f"{shuffle / speed['documents']:,.0f}"
-            out.append(
-                f"{name:<22}{r['docs_per_s']:>9.1f}{r['docs_per_s_per_core']:>10.1f}"
-                f"{r['docs_per_s_per_core'] / base:>14.2f}×{per_doc:>15}"
-                f"{r.get('rounds', ''):>8}"
-            )
-        one = rows["spark local[1]"]
-        if "error" not in one and "error" not in two:
-            out.append(f"scaling local[1] → local[2]: {two['docs_per_s'] / one['docs_per_s']:.2f}× "
-                       "(goal ≥ 1.7×)")
-            out.append(f"spark per core vs local per core: "
-                       f"{two['docs_per_s_per_core'] / base:.2f}× (goal ≥ 0.5×)")
-        ml = rows["Spark ML local[2]"]
-        if "error" not in ml and "error" not in two:
-            out.append(f"spark engine vs Spark ML MinHashLSH (local[2]): "
-                       f"{two['docs_per_s'] / ml['docs_per_s']:.1f}× (goal ≥ 10×; "
-                       f"{ml.get('pairs')} similar pairs found)")
-        out.append(f"lines differing from the local engine: {speed['differing_lines']} "
-                   f"of {speed['documents']:,}")
-        small = speed.get("small_cap")
-        if small:
-            share = small["differing_lines"] / speed["documents"]
-            out.append(f"with --cap {small['cap']}: {small['differing_lines']} lines differ "
-                       f"({share:.2%}; goal < 0.1%); the cap bit on {small['capped_local']:,} "
-                       f"fingerprints locally, {small['capped_spark']} on Spark")
+    out: list[str] = []
+    if results.get("speed"):
+        out += _render_speed(results["speed"], results["threshold"], results.get("startup", []))
     if results.get("scale"):
-        out.append("")
-        out.append("scale (clustering stages, synthetic MIN_100 sketches, local[2]):")
-        out.append(f"{'documents':>12}{'seconds':>10}{'µs/doc':>10}{'vs first':>10}"
-                   f"{'rounds':>8}{'shuffle B/doc':>15}")
-        first = None
-        for r in results["scale"]:
-            if "error" in r:
-                out.append(f"{'?':>12}  failed: {r['error']}")
-                continue
-            first = first or r["us_per_doc"]
-            out.append(f"{r['size']:>12,}{r['seconds']:>10.1f}{r['us_per_doc']:>10.0f}"
-                       f"{r['us_per_doc'] / first:>9.2f}×{r['rounds']:>8}"
-                       f"{r['shuffle_bytes'] / r['size']:>15,.0f}")
-        out.append("goal: time per document flat within 1.5×")
+        out += [""] * bool(out) + _render_scale(results["scale"])
     return "\n".join(out)
+
+
+def _render_speed(speed: dict[str, Any], threshold: float,
+                  startup: list[dict[str, Any]]) -> list[str]:
+    rows, documents = speed["rows"], speed["documents"]
+    out = [(f"speed: {documents:,} documents ({speed['pages']:,} real pages and edited copies), "
+            f"threshold {threshold} (medians)"),
+           (f"{'':<30}{'docs/s':>9}{'per core':>10}{'vs local/core':>15}"
+            f"{'shuffle B/doc':>15}{'rounds':>8}")]
+    base = rows[LOCAL].get("docs_per_s_per_core")
+    for name, r in rows.items():
+        if "error" in r:
+            out.append(f"{name:<30}  failed: {r['error']}")
+            continue
+        shuffle = r.get("shuffle_bytes")
+        per_doc = "" if shuffle is None else f"{shuffle / documents:,.0f}"
+        ratio = f"{r['docs_per_s_per_core'] / base:>14.3f}×" if base else f"{'':>15}"
+        out.append(f"{name:<30}{r['docs_per_s']:>9.1f}{r['docs_per_s_per_core']:>10.1f}"
+                   f"{ratio}{per_doc:>15}{r.get('rounds', ''):>8}")
+    one, two = rows["spark local[1]"], rows["spark local[2]"]
+    if "error" not in one and "error" not in two:
+        out.append(f"scaling local[1] → local[2]: {two['docs_per_s'] / one['docs_per_s']:.2f}× "
+                   "(goal ≥ 1.7×)")
+        if base:
+            out.append(f"spark local[2] per core vs local per core: "
+                       f"{two['docs_per_s_per_core'] / base:.3f}× (goal ≥ 0.5×)")
+    for name in (ML, ML_BIG):
+        ml = rows.get(name)
+        if ml is None or "error" in two:
+            continue
+        if "error" not in ml:
+            out.append(f"spark local[2] vs {name}: {two['docs_per_s'] / ml['docs_per_s']:.1f}× "
+                       f"(goal ≥ 10× with the default driver; {ml.get('pairs')} similar pairs)")
+        elif ml.get("timeout"):
+            out.append(f"spark local[2] vs {name}: more than "
+                       f"{ml['timeout'] / two['seconds']:.1f}× (it did not finish)")
+    for r in startup:
+        if "error" in r:
+            out.append(f"start-up, {r.get('master', '?')}: failed: {r['error']}")
+            continue
+        share = ""
+        row = rows.get(f"spark {r['master']}", {})
+        if "seconds" in row:
+            share = f", {r['first_task'] / row['seconds']:.1%} of its row's median time"
+        out.append(f"start-up, {r['master']}: session {r['session']:.1f} s (outside every row); "
+                   f"first Python task {r['first_task']:.2f} s (inside each Spark row{share}; "
+                   f"the same task again: {r['later_task']:.2f} s)")
+    same = speed["differing"]
+    out.append(f"differing from the local engine: {same['lines']} lines of {documents:,}, "
+               f"{same['documents']} documents decided differently")
+    out += _examples(same)
+    small = speed.get("small_cap")
+    if small and small.get("error"):
+        out.append(f"with --cap {small['cap']}: the Spark run failed: {small['error']}")
+    elif small:
+        moved = small["documents"]
+        out.append(f"with --cap {small['cap']}: {moved} documents decided differently "
+                   f"({moved / documents:.2%}; goal < 0.1%), {small['differing_lines']} lines "
+                   f"differ (cluster numbers shift after a difference); the cap bit on "
+                   f"{small['capped_local']:,} fingerprints locally, {small['capped_spark']:,} "
+                   "on Spark")
+        out += _examples(small)
+    return out
+
+
+def _examples(differing: dict[str, Any]) -> list[str]:
+    """The first documents decided differently: the local engine's decision, then Spark's."""
+
+    def said(decision: list[str] | None) -> str:
+        return "absent" if decision is None else f"{decision[0]} ({decision[1]})"
+
+    return [f"    {doc}: local {said(local)}, spark {said(spark)}"
+            for doc, local, spark in differing.get("examples", [])]
+
+
+def _render_scale(scale: list[dict[str, Any]]) -> list[str]:
+    out = ["scale (clustering stages, synthetic MIN_100 sketches, local[2]):",
+           (f"{'documents':>12}{'partitions':>11}{'seconds':>10}{'µs/doc':>10}"
+            f"{'vs first':>10}{'rounds':>8}{'shuffle B/doc':>15}")]
+    first = None
+    for r in scale:
+        if "error" in r:
+            out.append(f"{'?':>12}  failed: {r['error']}")
+            continue
+        first = first or r["us_per_doc"]
+        out.append(f"{r['size']:>12,}{r['partitions']:>11}{r['seconds']:>10.1f}"
+                   f"{r['us_per_doc']:>10.0f}{r['us_per_doc'] / first:>9.2f}×{r['rounds']:>8}"
+                   f"{r['shuffle_bytes'] / r['size']:>15,.0f}")
+        if sum(r["kinds"].values()) != r["size"]:
+            out.append(f"{'':>12}  decisions for {sum(r['kinds'].values()):,} documents, "
+                       f"not {r['size']:,}")
+    out.append("goal: time per document flat within 1.5×")
+    return out
 
 
 if __name__ == "__main__":

@@ -99,6 +99,35 @@ def _shuffle_bytes(session: Any) -> int:
     return sum(int(s.get("shuffleWriteBytes", 0)) for s in stages)
 
 
+def tree_cpu(root: int | None = None) -> float:
+    """CPU seconds used so far by process ``root`` (this one by default) and every process under
+    it: the JVM, its Python daemon and workers. A child that has exited and been waited for
+    counts in its parent's own figures, so the difference of two readings is the CPU the tree
+    spent in between, on however many cores; on a machine shared with other work it is the
+    steadier measure of cost per core than wall time."""
+    root = os.getpid() if root is None else root
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone since the listing
+        stats[int(entry)] = fields
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    ticks, total, todo = os.sysconf("SC_CLK_TCK"), 0, [root]
+    while todo:
+        pid = todo.pop()
+        fields = stats.get(pid)
+        if fields is not None:  # utime, stime, and those of waited-for children
+            total += sum(int(x) for x in fields[11:15])
+        todo.extend(children.get(pid, ()))
+    return total / ticks
+
+
 def _failure(text: str, last: bool = False) -> str:
     """The line that says why a Spark run failed: an out-of-memory error wherever it is in a
     Java stack trace, else the first exception named (``last``: the last, as a Python traceback
@@ -120,12 +149,13 @@ def child_engine(master: str, files: str, threshold: float, out: str,
 
     files = json.loads(Path(files).read_text())
     session = _session(master)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), tree_cpu()
     with open(out, "w", encoding="utf-8") as fh:
         dedup = DedupParams(threshold=threshold, **({} if cap is None else {"cap": cap}))
         result = recluster_spark(session, tasks(html=files), SketchParams(), dedup, out=fh)
     seconds = time.perf_counter() - started
-    return {"seconds": seconds, "documents": result.summary.documents,
+    return {"seconds": seconds, "cpu_seconds": tree_cpu() - cpu,
+            "documents": result.summary.documents,
             "shuffle_bytes": _shuffle_bytes(session), "rounds": result.stats["rounds"],
             "capped": result.stats["capped"], "conf": _conf(session)}
 
@@ -233,7 +263,7 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
     made.count()  # made before the clock starts: only clustering is timed
     before = _shuffle_bytes(session)
     started = time.perf_counter()
-    clustered = cluster(session, made.coalesce(partitions), job, len(counts))
+    clustered = cluster(session, made.coalesce(partitions), job)
     kinds = dict(clustered.rows.groupBy("kind").count().collect())
     seconds = time.perf_counter() - started
     return {"size": size, "seconds": seconds, "us_per_doc": seconds / size * 1e6,
@@ -389,7 +419,9 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     local_out, spark_out = work / "local.jsonl", work / "spark.jsonl"
     for round_ in range(args.repeats):
         log(f"speed: round {round_ + 1} of {args.repeats}")
-        runs[LOCAL].append({"seconds": run_ours(files, local_out, args.threshold, 1),
+        cpu = tree_cpu()
+        seconds = run_ours(files, local_out, args.threshold, 1)
+        runs[LOCAL].append({"seconds": seconds, "cpu_seconds": tree_cpu() - cpu,
                             "documents": len(files)})
         for master in ("local[1]", "local[2]"):
             runs[f"spark {master}"].append(_child("engine", master=master, files=names,
@@ -415,6 +447,8 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         rows[name] = {"seconds": seconds, "runs": [r["seconds"] for r in ok],
                       "docs_per_s": len(files) / seconds,
                       "docs_per_s_per_core": len(files) / seconds / cores[name],
+                      **({"docs_per_cpu_s": len(files) / statistics.median(
+                          r["cpu_seconds"] for r in ok)} if "cpu_seconds" in ok[0] else {}),
                       **{k: ok[0][k] for k in ("shuffle_bytes", "rounds", "pairs", "capped", "conf")
                          if k in ok[0]}}
     differing = {"lines": differing_lines(local_out, spark_out),
@@ -477,6 +511,12 @@ def _render_speed(speed: dict[str, Any], threshold: float,
         if base:
             out.append(f"spark local[2] per core vs local per core: "
                        f"{two['docs_per_s_per_core'] / base:.3f}× (goal ≥ 0.5×)")
+        cpu = rows[LOCAL].get("docs_per_cpu_s")
+        if cpu and "docs_per_cpu_s" in one and "docs_per_cpu_s" in two:
+            out.append(f"documents per CPU-second (every process of each run): local "
+                       f"{cpu:,.0f}, spark local[1] {one['docs_per_cpu_s']:,.0f} "
+                       f"({one['docs_per_cpu_s'] / cpu:.3f}×), spark local[2] "
+                       f"{two['docs_per_cpu_s']:,.0f} ({two['docs_per_cpu_s'] / cpu:.3f}×)")
     for name in (ML, ML_BIG):
         ml = rows.get(name)
         if ml is None or "error" in two:

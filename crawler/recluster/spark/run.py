@@ -85,7 +85,7 @@ def recluster_spark(
     # one input task per partition suits reading; the stages after want fewer, larger ones
     # (a task costs the scheduler tens of milliseconds, however little it holds)
     cached, docs = docs, docs.coalesce(partitions)
-    clustered = cluster(session, docs, job, len(work))
+    clustered = cluster(session, docs, job)
     rows = clustered.rows.persist()
     kinds = dict(rows.groupBy("kind").count().collect())
     phase("cluster")
@@ -138,8 +138,8 @@ class Clustered:
 ROWS = "key long, cluster long, representative boolean, r double, kind string, identical boolean"
 
 
-def cluster(session: Any, docs: Any, job: SparkJob, tasks: int) -> Clustered:
-    """The clustering stages on the documents DataFrame of ``tasks`` input tasks."""
+def cluster(session: Any, docs: Any, job: SparkJob) -> Clustered:
+    """The clustering stages on a documents DataFrame (:data:`~.sketch.DOCUMENTS`)."""
     session.conf.set("spark.sql.shuffle.partitions", str(job.partitions))
     phase = _Phases()
     leaders, copies = split_copies(docs)

@@ -53,6 +53,8 @@ def spark_session(master: str | None, *, quiet: bool = True) -> tuple[Any, bool]
         if master.startswith("local"):
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             # one machine: Spark's ports listen on loopback only, whatever the host name says
+            # (SPARK_LOCAL_IP also names the executor's own address)
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             builder = builder.config("spark.driver.host", "127.0.0.1").config(
                 "spark.driver.bindAddress", "127.0.0.1")
         builder = builder.config("spark.ui.showConsoleProgress", "false" if quiet else "true")

@@ -99,7 +99,7 @@ def recluster_spark(
     if parquet is not None:
         ordered.select(
             F.col("key").alias("position"), "id", "cluster", "representative",
-            F.when(F.isnan("r"), None).otherwise(F.col("r")).alias("resemblance"),
+            F.col("r").alias("resemblance"),
             F.col("kind").alias("decision"),
         ).mapInArrow(_rounded, _PARQUET).write.mode("overwrite").parquet(parquet)
     if out is not None:

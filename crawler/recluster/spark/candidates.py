@@ -12,7 +12,8 @@ could join, in the order greedy clustering prefers them.
    the lowest cluster ids); a pair is estimated only when it meets
    :func:`dedup.cluster.hits_needed` indexed fingerprints (under the containment rule, when the
    resemblance bound allows it), in the local engine's arithmetic. This fingerprint-level work,
-   a hundred rows per document, runs in Spark SQL, in the JVM.
+   a hundred values per document, is numpy's in executors (:mod:`.postings`); Spark moves the
+   arrays between its steps.
 3. **Estimates and preferences**, in executors: :func:`dedup.estimators.estimate` on each pair's
    sketches, then :func:`crawler.recluster.rounds.preference` orders a document's qualifying
    candidates as the sequential clusterer would try them.
@@ -23,12 +24,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
+
 from crawler.recluster.rounds import preference
+from crawler.recluster.spark import postings
 from crawler.recluster.spark.sketch import SparkJob
 from dedup.estimators import estimate
 from dedup.sketches import sketch_from_bytes
 
-__all__ = ["PREFERENCES", "candidate_pairs", "preferences", "search_stats", "split_copies"]
+__all__ = ["PAIRS", "PREFERENCES", "candidate_pairs", "preferences", "search_stats", "split_copies"]
 
 #: a document's qualifying candidates, ``pos`` 0 first: (document, place in its preference
 #: order, candidate, decision kind if it joins that candidate, estimated resemblance)
@@ -60,51 +64,156 @@ def candidate_pairs(leaders: Any, job: SparkJob) -> Any:
     """``(d, e, hits, capped, keep)`` for every document d that met an earlier leader e's
     indexed fingerprints (or only the first posting past the cap): how many it met, how many
     of d's fingerprints the cap cut, and whether the pair is worth estimating (as
-    :meth:`dedup.cluster.GreedyClusterer.decide` filters candidates)."""
-    from pyspark.sql import Window
+    :meth:`dedup.cluster.GreedyClusterer.decide` filters candidates).
+
+    Four shuffles, each bringing together what one step of :mod:`.postings` needs: the rows of
+    a fingerprint (to count it; to meet its postings), or of a document (to pick its rarest
+    part; to sum its pairs). What Spark moves between them is a few packed arrays per bucket
+    of fingerprints or documents, not a row per fingerprint.
+    """
     from pyspark.sql import functions as F
 
-    cap, need = job.dedup.cap, job.need
-    containment = job.dedup.containment is not None
-    bound = job.dedup.threshold if not containment else min(job.dedup.threshold, job.dedup.containment)
-    fps = leaders.select(
-        F.col("key").alias("d"), "k", F.size("fps").alias("n"), F.explode("fps").alias("f"))
-    # a fingerprint of one document only meets no other: only shared ones are looked up (the
-    # count also partitions the rows by fingerprint, as the join below needs)
-    shared = (
-        fps.withColumn("count", F.count("*").over(Window.partitionBy("f")))
-        .where("count > 1")
-    )
-    if need > 0:
-        # the k rarest of d's n fingerprints: its unshared ones first, then the rarest shared;
-        # counted from the most common end, a shared one is indexed when its place there
-        # reaches n - k + 1
-        common_first = Window.partitionBy("d").orderBy(
-            F.desc("count"), (F.col("f") < 0).desc(), F.desc("f"))
-        indexed = (
-            shared.withColumn("place", F.row_number().over(common_first))
-            .where("place >= n - k + 1")
-            .select("f", F.col("d").alias("e"))
-        )
-    else:
-        indexed = shared.select("f", F.col("d").alias("e"))
-    lowest = Window.partitionBy("f").orderBy("e")
-    postings = indexed.withColumn("rank", F.row_number().over(lowest)).where(f"rank <= {cap + 1}")
-    met = shared.select("d", "f").join(postings, "f").where("e < d")
-    pairs = met.groupBy("d", "e").agg(
-        F.sum((F.col("rank") <= cap).cast("int")).alias("hits"),
-        F.sum((F.col("rank") == cap + 1).cast("int")).alias("over"),
-    )
-    # each fingerprint of d whose postings were cut may hide one more hit on any candidate
-    pairs = pairs.withColumn("capped", F.sum("over").over(Window.partitionBy("d"))).drop("over")
-    terms = leaders.select(F.col("key").alias("d"), "least", "den")
-    found = pairs.join(terms, "d")
-    if need > 0:
-        keep = F.col("least").isNull() | (F.col("hits") + F.col("capped") >= F.col("least"))
-    else:
-        upper = F.least(F.col("hits") + F.col("capped"), F.col("den")) / F.col("den")
-        keep = F.col("den").isNull() | ~(upper < F.lit(float(bound)))
-    return found.withColumn("keep", (F.col("hits") > 0) & keep).select("d", "e", "hits", "capped", "keep")
+    partitions = job.partitions
+    buckets = partitions * _BUCKETS_PER_PARTITION
+    bound = None
+    if job.need <= 0:
+        containment = job.dedup.containment
+        bound = job.dedup.threshold if containment is None else min(job.dedup.threshold, containment)
+
+    def moved(*frames: Any) -> Any:
+        union = frames[0]
+        for frame in frames[1:]:
+            union = union.unionByName(frame)
+        return union.repartition(partitions, "bucket")
+
+    spread = leaders.select("key", "fps", "k", "least", "den").mapInArrow(
+        _spread(buckets), _MOVED).persist()
+    counted = moved(spread.where(F.col("kind") == _HELD)).mapInArrow(
+        _count(buckets), _MOVED).persist()
+    posted = moved(spread.where(F.col("kind") == _DOCUMENT),
+                   counted.where(F.col("kind") == _COUNTED)).mapInArrow(_index(buckets), _MOVED)
+    met = moved(counted.where(F.col("kind") == _MEMBER), posted).mapInArrow(
+        _meet(buckets, job.dedup.cap), _MOVED)
+    return moved(spread.where(F.col("kind") == _DOCUMENT), met).mapInArrow(
+        _verdicts(bound), PAIRS)
+
+
+#: the candidate pairs (see :func:`candidate_pairs`)
+PAIRS = "d long, e long, hits int, capped int, keep boolean"
+#: what Spark moves between the steps: packed int64 columns (:func:`.postings.pack`) bound for
+#: a bucket of fingerprints or of documents
+_MOVED = "bucket int, kind byte, data binary"
+#: buckets per partition: Spark hashes a bucket to a partition, and many buckets even them out
+_BUCKETS_PER_PARTITION = 16
+#: the kinds of moved arrays: (d, f) of every leader; (d, size, k, least, den) of every
+#: leader; (d, f, count) of shared fingerprints, to their document; (d, f) of shared
+#: fingerprints, to their fingerprint; (f, e) postings; (d, e, hits, over) partial sums
+_HELD, _DOCUMENT, _COUNTED, _MEMBER, _POSTED, _MET = range(6)
+
+
+def _arrow_moved(bucket: list[int], kind: list[int], data: list[bytes]) -> Any:
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays(
+        [pa.array(bucket, pa.int32()), pa.array(kind, pa.int8()), pa.array(data, pa.binary())],
+        names=["bucket", "kind", "data"])
+
+
+def _routed(kind: int, by: np.ndarray, columns: tuple[np.ndarray, ...], buckets: int) -> Any:
+    """One Arrow batch: the rows of ``columns`` cut by the bucket of ``by``, packed."""
+    where = postings.bucket_of(by, buckets)
+    order = np.argsort(where, kind="stable")
+    where = where[order]
+    starts = np.searchsorted(where, np.arange(buckets + 1))
+    bucket, data = [], []
+    for b in range(buckets):
+        lo, hi = starts[b], starts[b + 1]
+        if hi > lo:
+            bucket.append(b)
+            data.append(postings.pack(*(c[order[lo:hi]] for c in columns)))
+    return _arrow_moved(bucket, [kind] * len(bucket), data)
+
+
+def _received(batches: Iterable[Any]) -> dict[int, list[bytes]]:
+    got: dict[int, list[bytes]] = {}
+    for batch in batches:
+        for kind, data in zip(batch.column("kind").to_pylist(), batch.column("data").to_pylist()):
+            got.setdefault(kind, []).append(data)
+    return got
+
+
+def _spread(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        keys, sizes, ks, leasts, dens, held = [], [], [], [], [], []
+        for batch in batches:
+            fps = batch.column("fps").to_pylist()
+            arrays = [np.frombuffer(b, dtype=np.int64) for b in fps]
+            key = batch.column("key").to_numpy()
+            size = np.array([a.size for a in arrays], dtype=np.int64)
+            keys.append(key)
+            sizes.append(size)
+            ks.append(batch.column("k").to_numpy(zero_copy_only=False).astype(np.int64))
+            leasts.append(batch.column("least").fill_null(-1).to_numpy().astype(np.int64))
+            dens.append(batch.column("den").fill_null(-1).to_numpy().astype(np.int64))
+            held.append((np.repeat(key, size), np.concatenate(arrays) if arrays else size))
+        if not keys:
+            return
+        d = np.concatenate([h[0] for h in held])
+        f = np.concatenate([h[1] for h in held])
+        key = np.concatenate(keys)
+        yield _routed(_HELD, f, (d, f), buckets)
+        yield _routed(_DOCUMENT, key, (key, np.concatenate(sizes), np.concatenate(ks),
+                                       np.concatenate(leasts), np.concatenate(dens)), buckets)
+
+    return run
+
+
+def _count(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        d, f = postings.unpack(_received(batches).get(_HELD, []), 2)
+        d, f, count = postings.shared(d, f)
+        yield _routed(_COUNTED, d, (d, f, count), buckets)
+        yield _routed(_MEMBER, f, (d, f), buckets)
+
+    return run
+
+
+def _index(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        got = _received(batches)
+        doc, size, k, _, _ = postings.unpack(got.get(_DOCUMENT, []), 5)
+        d, f, count = postings.unpack(got.get(_COUNTED, []), 3)
+        f, e = postings.indexed(d, f, count, doc, size, k)
+        yield _routed(_POSTED, f, (f, e), buckets)
+
+    return run
+
+
+def _meet(buckets: int, cap: int) -> Callable[[Iterable[Any]], Iterator]:
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        got = _received(batches)
+        d, f = postings.unpack(got.get(_MEMBER, []), 2)
+        pf, pe = postings.unpack(got.get(_POSTED, []), 2)
+        d, e, hits, over = postings.meet(d, f, pf, pe, cap)
+        yield _routed(_MET, d, (d, e, hits, over), buckets)
+
+    return run
+
+
+def _verdicts(bound: float | None) -> Callable[[Iterable[Any]], Iterator]:
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        got = _received(batches)
+        doc, _, _, least, den = postings.unpack(got.get(_DOCUMENT, []), 5)
+        d, e, hits, over = postings.unpack(got.get(_MET, []), 4)
+        d, e, hits, capped, keep = postings.verdicts(d, e, hits, over, doc, least, den, bound)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(d, pa.int64()), pa.array(e, pa.int64()), pa.array(hits, pa.int32()),
+             pa.array(capped, pa.int32()), pa.array(keep, pa.bool_())],
+            names=["d", "e", "hits", "capped", "keep"])
+
+    return run
 
 
 def search_stats(pairs: Any) -> dict[str, int]:

@@ -13,7 +13,6 @@ stage later. A document that cannot be used is a row with its skip reason and no
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,10 +30,11 @@ from dedup.params import ContentArea, DedupParams, SketchParams
 __all__ = ["DOCUMENTS", "SparkJob", "document_row", "documents", "record_batch"]
 
 #: the documents DataFrame: key (input order), id, content hash, skip reason (no sketch),
-#: sketch bytes, distinct fingerprints, indexed count, hits needed, bound denominator, and the
-#: estimate of the sketch against itself (what an exact copy of a representative reports)
+#: sketch bytes, distinct fingerprints (int64 bytes: only numpy reads them), indexed count,
+#: hits needed, bound denominator, and the estimate of the sketch against itself (what an
+#: exact copy of a representative reports)
 DOCUMENTS = (
-    "key long, id string, hash long, skip string, sketch binary, fps array<long>, "
+    "key long, id string, hash long, skip string, sketch binary, fps binary, "
     "k int, least int, den int, self_r double"
 )
 #: documents per Arrow batch handed to the JVM
@@ -65,12 +65,13 @@ def documents(session: Any, work: list[Task], job: SparkJob) -> Any:
     """The documents DataFrame (:data:`DOCUMENTS`) of ``work``: one Spark partition per local
     task, so a file is read by one task, start to end; files on a Hadoop file system (a URL)
     are read by Spark (``binaryFile``) and parsed by the same readers."""
-    sc = session.sparkContext
     frames = []
-    local = [(pickle.dumps(t), None, None) for t in work if not remote(t.path)]
+    local = [t for t in work if not remote(t.path)]
     if local:
-        frames.append(session.createDataFrame(
-            sc.parallelize(local, len(local)), "task binary, path string, content binary"))
+        # a row per task, made in the JVM: the executors find the task by its place in
+        # ``local``, which travels with the function (Spark broadcasts it when it is large)
+        frames.append(session.range(0, len(local), 1, len(local)).selectExpr(
+            "id AS slot", "CAST(NULL AS STRING) AS path", "CAST(NULL AS BINARY) AS content"))
     far = [t for t in work if remote(t.path)]
     if far:
         try:
@@ -78,7 +79,7 @@ def documents(session: Any, work: list[Task], job: SparkJob) -> Any:
         except Exception as exc:  # a missing file or an unknown file system: Spark says which
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise InputError(f"cannot read the input files: {first}") from None
-        frames.append(read.selectExpr("CAST(NULL AS BINARY) AS task", "path", "content"))
+        frames.append(read.selectExpr("CAST(NULL AS LONG) AS slot", "path", "content"))
     if not frames:
         return session.createDataFrame([], DOCUMENTS)
     inputs = frames[0]
@@ -86,10 +87,12 @@ def documents(session: Any, work: list[Task], job: SparkJob) -> Any:
         inputs = inputs.unionByName(frame)
     # Hadoop names a file in its own way (hdfs:///x may come back as hdfs://host:8020/x)
     by_path = {urlparse(t.path).path: t for t in far}
-    return inputs.mapInArrow(_sketch_batches(job, by_path), DOCUMENTS)
+    return inputs.mapInArrow(_sketch_batches(job, local, by_path), DOCUMENTS)
 
 
-def _sketch_batches(job: SparkJob, by_path: dict[str, Task]) -> Callable[[Iterable[Any]], Iterator]:
+def _sketch_batches(
+    job: SparkJob, local: list[Task], by_path: dict[str, Task]
+) -> Callable[[Iterable[Any]], Iterator]:
     params, engine, sketch, area = job.params, job.dedup.canonicaliser, job.sketch, job.area
     need, containment = job.need, job.dedup.containment is not None
 
@@ -97,8 +100,8 @@ def _sketch_batches(job: SparkJob, by_path: dict[str, Task]) -> Callable[[Iterab
         _init_sketcher(params, engine, area)
         for batch in batches:
             columns = batch.to_pydict()
-            for pickled, path, content in zip(columns["task"], columns["path"], columns["content"]):
-                task = pickle.loads(pickled) if pickled else by_path[urlparse(path).path]
+            for slot, path, content in zip(columns["slot"], columns["path"], columns["content"]):
+                task = local[slot] if slot is not None else by_path[urlparse(path).path]
                 rows = []
                 for n, doc in enumerate(read_task(task, content)):
                     try:
@@ -137,13 +140,10 @@ _NO_VALUES = np.empty(0, dtype=np.int64)
 
 
 def record_batch(rows: list[tuple]) -> Any:
-    """An Arrow batch of :data:`DOCUMENTS` rows (the fingerprints as one flat array)."""
+    """An Arrow batch of :data:`DOCUMENTS` rows."""
     import pyarrow as pa
 
     key, ids, hashes, skip, sketches, fps, k, least, den, self_r = zip(*rows)
-    offsets = np.zeros(len(rows) + 1, dtype=np.int32)
-    np.cumsum([v.size for v in fps], out=offsets[1:])
-    values = np.concatenate(fps) if rows else _NO_VALUES
     return pa.RecordBatch.from_arrays(
         [
             pa.array(key, pa.int64()),
@@ -151,7 +151,7 @@ def record_batch(rows: list[tuple]) -> Any:
             pa.array(hashes, pa.int64()),
             pa.array(skip, pa.string()),
             pa.array(sketches, pa.binary()),
-            pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, pa.int64())),
+            pa.array([v.tobytes() for v in fps], pa.binary()),
             pa.array(k, pa.int32()),
             pa.array(least, pa.int32()),
             pa.array(den, pa.int32()),

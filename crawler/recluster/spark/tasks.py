@@ -37,8 +37,9 @@ __all__ = [
 
 #: a document's key: its task's ordinal in the high bits, its ordinal in the task in the low
 RECORD_BITS = 32
-#: HTML files or store pages per task
-TASK_DOCUMENTS = 256
+#: HTML files or store pages per task: a task costs tens of milliseconds however little it
+#: holds, a few hundred pages' worth of sketching
+TASK_DOCUMENTS = 1024
 
 
 def document_key(task: int, ordinal: int) -> int:

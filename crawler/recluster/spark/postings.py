@@ -1,0 +1,147 @@
+"""The candidate search's fingerprint work, on numpy arrays: what each step of
+:func:`crawler.recluster.spark.candidates.candidate_pairs` computes inside one partition.
+
+Spark moves the arrays between the steps (each step needs the rows of a fingerprint, or of a
+document, together); these functions do the work on them, vectorised, instead of a row at a
+time in the JVM. A step's input is the concatenation of whatever reached its partition: every
+function groups by its own key and is indifferent to order and to how many groups it holds.
+
+Fingerprints are int64 views of the unsigned values; documents are their int64 keys.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["bucket_of", "indexed", "meet", "pack", "shared", "unpack", "verdicts"]
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: spreads keys that share low bits
+
+
+def bucket_of(values: np.ndarray, buckets: int) -> np.ndarray:
+    """The bucket (0 to ``buckets`` - 1) of each int64 value, the same in every process."""
+    mixed = values.view(np.uint64) * _MIX
+    return ((mixed >> np.uint64(32)) % np.uint64(buckets)).astype(np.int64)
+
+
+def pack(*columns: np.ndarray) -> bytes:
+    """Equal-length int64 columns as one byte string (the rows Spark moves: a few per bucket)."""
+    return np.stack([np.asarray(c, dtype=np.int64) for c in columns]).tobytes()
+
+
+def unpack(blobs: list[bytes], width: int) -> list[np.ndarray]:
+    """The ``width`` columns of every blob of :func:`pack`, concatenated."""
+    if not blobs:
+        return [np.empty(0, dtype=np.int64) for _ in range(width)]
+    parts = [np.frombuffer(b, dtype=np.int64).reshape(width, -1) for b in blobs]
+    return list(np.concatenate(parts, axis=1))
+
+
+def _starts(sorted_keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal keys begins in a sorted array."""
+    if sorted_keys.size == 0:
+        return np.empty(0, dtype=np.int64)
+    return np.concatenate(([0], np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1))
+
+
+def _rank(sorted_keys: np.ndarray) -> np.ndarray:
+    """1-based place of each row within its run of equal keys."""
+    starts = _starts(sorted_keys)
+    lengths = np.diff(np.append(starts, sorted_keys.size))
+    return np.arange(sorted_keys.size) - np.repeat(starts, lengths) + 1
+
+
+def shared(d: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``(d, f, count)`` rows of the fingerprints held by two documents or more (a
+    fingerprint of one document meets no other), with how many documents hold each."""
+    _, inverse, counts = np.unique(f, return_inverse=True, return_counts=True)
+    count = counts[inverse]
+    more = count > 1
+    return d[more], f[more], count[more]
+
+
+def indexed(
+    d: np.ndarray, f: np.ndarray, count: np.ndarray,
+    doc: np.ndarray, size: np.ndarray, k: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The postings ``(f, e)`` of the shared fingerprints each document indexes: the ``k`` rarest
+    of its ``size`` (by the corpus's counts, ties by the smaller unsigned value, as
+    :class:`dedup.frequency.FingerprintFrequency` ranks them). Its unshared ones are the rarest
+    of all, so counted from the most common end a shared fingerprint is indexed when its place
+    there reaches ``size - k + 1``. ``doc``, ``size``, ``k``: every document of ``d``."""
+    if d.size == 0:
+        return d, f
+    # sort by document, then most common first, then the larger unsigned value first
+    order = np.lexsort((~f.view(np.uint64), -count, d))
+    d, f = d[order], f[order]
+    by_doc = np.argsort(doc)
+    at = by_doc[np.searchsorted(doc, d, sorter=by_doc)]
+    keep = _rank(d) >= size[at] - k[at] + 1
+    return f[keep], d[keep]
+
+
+def meet(
+    d: np.ndarray, f: np.ndarray, posted_f: np.ndarray, posted_e: np.ndarray, cap: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(d, e, hits, over)`` for every document d of the memberships ``(d, f)`` and earlier
+    document e of the postings ``(f, e)``: how many of d's fingerprints meet e's postings
+    within the boilerplate cap (a fingerprint keeps its ``cap`` lowest documents, as the local
+    index keeps the lowest cluster ids), and how many meet e as the first posting past it."""
+    order = np.lexsort((posted_e, posted_f))
+    pf, pe = posted_f[order], posted_e[order]
+    rank = _rank(pf)
+    kept = rank <= cap + 1
+    pf, pe, rank = pf[kept], pe[kept], rank[kept]
+    first = np.searchsorted(pf, f, side="left")
+    many = np.searchsorted(pf, f, side="right") - first
+    total = int(many.sum())
+    row = np.repeat(np.arange(d.size), many)
+    offsets = np.cumsum(many) - many
+    at = np.repeat(first, many) + np.arange(total) - np.repeat(offsets, many)
+    md, me, mrank = d[row], pe[at], rank[at]
+    earlier = me < md
+    md, me, mrank = md[earlier], me[earlier], mrank[earlier]
+    return _summed(md, me, (mrank <= cap).astype(np.int64), (mrank == cap + 1).astype(np.int64))
+
+
+def _summed(
+    d: np.ndarray, e: np.ndarray, *values: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """``(d, e, *sums)``: the values summed per pair."""
+    order = np.lexsort((e, d))
+    d, e = d[order], e[order]
+    if d.size == 0:
+        return (d, e, *(v[order] for v in values))
+    starts = np.concatenate(([0], np.flatnonzero((d[1:] != d[:-1]) | (e[1:] != e[:-1])) + 1))
+    return (d[starts], e[starts], *(np.add.reduceat(v[order], starts) for v in values))
+
+
+def verdicts(
+    d: np.ndarray, e: np.ndarray, hits: np.ndarray, over: np.ndarray,
+    doc: np.ndarray, least: np.ndarray, den: np.ndarray, bound: float | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(d, e, hits, capped, keep)`` per pair, from the partial sums of :func:`meet`.
+
+    ``capped`` is how many of d's fingerprints the cap cut (each may hide one more hit on any
+    candidate); ``keep``: the pair is worth estimating, as
+    :meth:`dedup.cluster.GreedyClusterer.decide` filters candidates: with a resemblance bound
+    (``bound`` None), when it met ``least`` of e's indexed fingerprints, counting the capped
+    ones; under the containment rule, when ``min(hits + capped, den) / den`` can reach
+    ``bound``. ``least`` and ``den`` are -1 where a document has no such term (then every
+    candidate it met is kept)."""
+    d, e, hits, over = _summed(d, e, hits, over)
+    starts = _starts(d)
+    lengths = np.diff(np.append(starts, d.size))
+    capped = np.repeat(np.add.reduceat(over, starts), lengths) if d.size else over
+    by_doc = np.argsort(doc)
+    at = by_doc[np.searchsorted(doc, d, sorter=by_doc)]
+    met = hits + capped
+    if bound is None:
+        need = least[at]
+        keep = (need < 0) | (met >= need)
+    else:
+        whole = den[at]
+        proven = whole > 0
+        upper = np.minimum(met, whole) / np.where(proven, whole, 1)
+        keep = ~proven | ~(upper < bound)
+    return d, e, hits, capped, (hits > 0) & keep

@@ -1,0 +1,128 @@
+"""The Spark engine's candidate search steps (:mod:`crawler.recluster.spark.postings`) against a
+plain oracle of the search they implement, on generated corpora cut into buckets as Spark cuts
+them: same pairs, same hit counts, same capped counts, same verdicts."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crawler.recluster.spark import postings as P
+
+# a small alphabet so that fingerprints are shared; negative values are the upper half of the
+# unsigned range, whose order the rarest-first ties must respect
+ALPHABET = st.integers(-40, 40).map(lambda v: v * 0x0123456789ABCDE)
+
+
+@st.composite
+def corpora(draw):
+    n = draw(st.integers(1, 25))
+    keys = sorted(draw(st.sets(st.integers(0, 1 << 40), min_size=n, max_size=n)))
+    docs = []
+    for key in keys:
+        fps = sorted(draw(st.sets(ALPHABET, min_size=1, max_size=12)))
+        k = draw(st.integers(1, len(fps)))
+        least = draw(st.sampled_from([-1, 1, 2, 3]))
+        den = draw(st.sampled_from([-1, len(fps), len(fps) + 3]))
+        docs.append((key, fps, k, least, den))
+    return docs, draw(st.integers(1, 4)), draw(st.sampled_from([None, 0.5, 0.8]))
+
+
+def oracle(docs, cap, bound):
+    """The search, a fingerprint and a pair at a time."""
+    counts = Counter(f for _, fps, *_ in docs for f in fps)
+    posted = defaultdict(list)
+    for key, fps, k, _, _ in docs:
+        common_first = sorted((f for f in fps if counts[f] > 1),
+                              key=lambda f: (-counts[f], -(f % (1 << 64))))
+        for place, f in enumerate(common_first, 1):
+            if place >= len(fps) - k + 1:
+                posted[f].append(key)
+    hits, over = Counter(), Counter()
+    for key, fps, *_ in docs:
+        for f in fps:
+            if counts[f] < 2:
+                continue
+            for rank, e in enumerate(sorted(posted[f])[: cap + 1], 1):
+                if e < key:
+                    hits[key, e] += rank <= cap
+                    over[key, e] += rank == cap + 1
+    terms = {key: (least, den) for key, _, _, least, den in docs}
+    out = {}
+    for d, e in hits.keys() | over.keys():
+        capped = sum(n for (dd, _), n in over.items() if dd == d)
+        least, den = terms[d]
+        met = hits[d, e] + capped
+        if bound is None:
+            keep = least < 0 or met >= least
+        else:
+            keep = den <= 0 or not (min(met, den) / den < bound)
+        out[d, e] = (hits[d, e], capped, hits[d, e] > 0 and keep)
+    return out
+
+
+def bucketed(groups, buckets):
+    """Each step run once per bucket, as each Spark partition runs it on what reached it."""
+    return [[tuple(c[P.bucket_of(by, buckets) == b] for c in cols) for by, cols in groups]
+            for b in range(buckets)]
+
+
+def search(docs, cap, bound, buckets):
+    key = np.array([d[0] for d in docs], dtype=np.int64)
+    size = np.array([len(d[1]) for d in docs], dtype=np.int64)
+    k, least, den = (np.array([d[i] for d in docs], dtype=np.int64) for i in (2, 3, 4))
+    d = np.repeat(key, size)
+    f = np.array([v for doc in docs for v in doc[1]], dtype=np.int64)
+
+    def cat(parts):
+        return [np.concatenate(c) for c in zip(*parts)]
+
+    counted, members = [], []
+    for (held,) in bucketed([(f, (d, f))], buckets):
+        sd, sf, count = P.shared(*held)
+        counted.append((sd, sf, count))
+        members.append((sd, sf))
+    counted, members = cat(counted), cat(members)
+    posted = []
+    for (docs_here, rows) in bucketed([(key, (key, size, k)), (counted[0], counted)], buckets):
+        posted.append(P.indexed(*rows, *docs_here))
+    posted = cat(posted)
+    met = []
+    for (m, p) in bucketed([(members[1], members), (posted[0], posted)], buckets):
+        met.append(P.meet(*m, *p, cap))
+    met = cat(met)
+    out = {}
+    for (docs_here, rows) in bucketed([(key, (key, least, den)), (met[0], met)], buckets):
+        for dd, e, hits, capped, keep in zip(*P.verdicts(*rows, *docs_here, bound)):
+            out[int(dd), int(e)] = (int(hits), int(capped), bool(keep))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(corpora(), st.integers(1, 5))
+def test_steps_in_buckets_agree_with_the_oracle(corpus, buckets):
+    docs, cap, bound = corpus
+    assert search(docs, cap, bound, buckets) == oracle(docs, cap, bound)
+
+
+def test_a_template_fingerprint_is_cut_at_the_cap():
+    # ten pages share one fingerprint, each also a rare one: with a cap of 3 the fingerprint's
+    # postings are its 3 lowest pages, and page 3, the first past the cap, is met as "over"
+    docs = [(key, [7, 100 + key], 2, 1, -1) for key in range(10)]
+    got = search(docs, 3, None, 2)
+    assert got[(3, 2)] == (1, 0, True)  # page 3 is the cut one: nothing cut before it
+    assert got[(9, 0)] == (1, 1, True)  # a later page: one capped fingerprint
+    assert got[(9, 3)] == (0, 1, False)  # met past the cap only: not estimated
+    assert (9, 5) not in got
+    assert got == oracle(docs, 3, None)
+
+
+def test_pack_round_trips_columns():
+    a, b = np.arange(5, dtype=np.int64), -np.arange(5, dtype=np.int64) * (1 << 40)
+    blob = P.pack(a, b)
+    got = P.unpack([blob, blob], 2)
+    assert got[0].tolist() == a.tolist() * 2 and got[1].tolist() == b.tolist() * 2
+    assert [c.size for c in P.unpack([], 3)] == [0, 0, 0]

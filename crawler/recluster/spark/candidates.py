@@ -288,20 +288,15 @@ def _prefer(threshold: float, containment: float | None) -> Callable[[Iterable[A
                     out[name].append(value)
 
         for batch in batches:
-            tags = batch.column("tag").to_numpy()
-            ds = batch.column("d").to_numpy()
-            es = batch.column("e")
-            blobs = batch.column("sketch")
-            for i in range(batch.num_rows):
-                d = int(ds[i])
-                if tags[i] == 0:
-                    raw[d] = blobs[i].as_py()
+            columns = (batch.column(name).to_pylist() for name in ("tag", "d", "e", "sketch"))
+            for tag, d, e, blob in zip(*columns):
+                if tag == 0:
+                    raw[d] = blob
                     continue
                 if d != current:
                     if current is not None:
                         settle()
                     current, estimates = d, []
-                e = es[i].as_py()
                 est = estimate(sketch(d), sketch(e))
                 estimates.append((e, est.resemblance, est.containment_a_in_b))
             if len(out["d"]) >= 4096:

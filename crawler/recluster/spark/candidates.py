@@ -60,11 +60,12 @@ def split_copies(documents: Any) -> tuple[Any, Any]:
     return leaders, copies
 
 
-def candidate_pairs(leaders: Any, job: SparkJob) -> Any:
-    """``(d, e, hits, capped, keep)`` for every document d that met an earlier leader e's
-    indexed fingerprints (or only the first posting past the cap): how many it met, how many
-    of d's fingerprints the cap cut, and whether the pair is worth estimating (as
-    :meth:`dedup.cluster.GreedyClusterer.decide` filters candidates).
+def candidate_pairs(leaders: Any, job: SparkJob) -> tuple[Any, list[Any]]:
+    """:data:`PAIRS`: ``(d, e, hits, capped, keep)`` for every document d that met an earlier
+    leader e's indexed fingerprints (or only the first posting past the cap): how many it met,
+    how many of d's fingerprints the cap cut, and whether the pair is worth estimating (as
+    :meth:`dedup.cluster.GreedyClusterer.decide` filters candidates); and the intermediate
+    DataFrames cached on the way, for the caller to unpersist once the pairs are made.
 
     Four shuffles, each bringing together what one step of :mod:`.postings` needs: the rows of
     a fingerprint (to count it; to meet its postings), or of a document (to pick its rarest
@@ -94,8 +95,9 @@ def candidate_pairs(leaders: Any, job: SparkJob) -> Any:
                    counted.where(F.col("kind") == _COUNTED)).mapInArrow(_index(buckets), _MOVED)
     met = moved(counted.where(F.col("kind") == _MEMBER), posted).mapInArrow(
         _meet(buckets, job.dedup.cap), _MOVED)
-    return moved(spread.where(F.col("kind") == _DOCUMENT), met).mapInArrow(
+    pairs = moved(spread.where(F.col("kind") == _DOCUMENT), met).mapInArrow(
         _verdicts(bound), PAIRS)
+    return pairs, [spread, counted]
 
 
 #: the candidate pairs (see :func:`candidate_pairs`)

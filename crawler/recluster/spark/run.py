@@ -88,6 +88,7 @@ def recluster_spark(
     clustered = cluster(session, docs, job)
     rows = clustered.rows.persist()
     kinds = dict(rows.groupBy("kind").count().collect())
+    clustered.release()
     phase("cluster")
     result.summary = _summary(rows)
     result.stats = {
@@ -128,9 +129,15 @@ class Clustered:
     """What :func:`cluster` hands back: a row per clustered document (:data:`ROWS`) and the
     counters of the search and the rounds."""
 
-    def __init__(self, rows: Any, stats: dict[str, int]) -> None:
+    def __init__(self, rows: Any, stats: dict[str, int], cached: list[Any]) -> None:
         self.rows = rows
         self.stats = stats
+        self._cached = cached
+
+    def release(self) -> None:
+        """Unpersist what the rows were made from; call once the rows are cached themselves."""
+        for frame in self._cached:
+            frame.unpersist()
 
 
 #: one clustered document: its cluster, whether it represents it, its estimate against the
@@ -144,16 +151,20 @@ def cluster(session: Any, docs: Any, job: SparkJob) -> Clustered:
     phase = _Phases()
     leaders, copies = split_copies(docs)
     copies = copies.persist()
-    pairs = candidate_pairs(leaders, job).persist()
+    pairs, steps = candidate_pairs(leaders, job)
+    pairs = pairs.persist()
     stats = search_stats(pairs)
+    for frame in steps:
+        frame.unpersist()
     phase("candidates")
     prefs = preferences(leaders, pairs, job).localCheckpoint()
+    pairs.unpersist()
     phase("estimates")
     decisions, rounds = greedy_rounds(leaders, prefs, job.partitions, job.stretch)
     phase("greedy rounds")
     rows = _numbered(session, decisions, copies)
     stats["rounds"] = rounds
-    return Clustered(rows, stats)
+    return Clustered(rows, stats, [copies])
 
 
 def _numbered(session: Any, decisions: Any, copies: Any) -> Any:

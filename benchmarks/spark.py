@@ -1,6 +1,6 @@
 """``neardup recluster --engine spark`` measured against the local engine and Spark ML, in one run.
 
-    python -m benchmarks.spark                      # the full run (an hour or more on 2 cores)
+    python -m benchmarks.spark                      # the full run (about half an hour on 2 cores)
     python -m benchmarks.spark --pages 1500 --sizes 10000 --repeats 1   # a quick look
     python -m benchmarks.spark --skip-speed         # the scale part only
     python -m benchmarks.spark --json               # the figures for a machine to read

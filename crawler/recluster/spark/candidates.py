@@ -27,7 +27,15 @@ from typing import Any
 import numpy as np
 
 from crawler.recluster.rounds import preference
-from crawler.recluster.spark import postings
+from crawler.recluster.spark.postings import (
+    bucket_of,
+    indexed,
+    meet,
+    pack,
+    shared,
+    unpack,
+    verdicts,
+)
 from crawler.recluster.spark.sketch import SparkJob
 from dedup.estimators import estimate
 from dedup.sketches import sketch_from_bytes
@@ -123,7 +131,7 @@ def _arrow_moved(bucket: list[int], kind: list[int], data: list[bytes]) -> Any:
 
 def _routed(kind: int, by: np.ndarray, columns: tuple[np.ndarray, ...], buckets: int) -> Any:
     """One Arrow batch: the rows of ``columns`` cut by the bucket of ``by``, packed."""
-    where = postings.bucket_of(by, buckets)
+    where = bucket_of(by, buckets)
     order = np.argsort(where, kind="stable")
     where = where[order]
     starts = np.searchsorted(where, np.arange(buckets + 1))
@@ -132,7 +140,7 @@ def _routed(kind: int, by: np.ndarray, columns: tuple[np.ndarray, ...], buckets:
         lo, hi = starts[b], starts[b + 1]
         if hi > lo:
             bucket.append(b)
-            data.append(postings.pack(*(c[order[lo:hi]] for c in columns)))
+            data.append(pack(*(c[order[lo:hi]] for c in columns)))
     return _arrow_moved(bucket, [kind] * len(bucket), data)
 
 
@@ -172,8 +180,8 @@ def _spread(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
 
 def _count(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        d, f = postings.unpack(_received(batches).get(_HELD, []), 2)
-        d, f, count = postings.shared(d, f)
+        d, f = unpack(_received(batches).get(_HELD, []), 2)
+        d, f, count = shared(d, f)
         yield _routed(_COUNTED, d, (d, f, count), buckets)
         yield _routed(_MEMBER, f, (d, f), buckets)
 
@@ -183,9 +191,9 @@ def _count(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
 def _index(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         got = _received(batches)
-        doc, size, k, _, _ = postings.unpack(got.get(_DOCUMENT, []), 5)
-        d, f, count = postings.unpack(got.get(_COUNTED, []), 3)
-        f, e = postings.indexed(d, f, count, doc, size, k)
+        doc, size, k, _, _ = unpack(got.get(_DOCUMENT, []), 5)
+        d, f, count = unpack(got.get(_COUNTED, []), 3)
+        f, e = indexed(d, f, count, doc, size, k)
         yield _routed(_POSTED, f, (f, e), buckets)
 
     return run
@@ -194,9 +202,9 @@ def _index(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
 def _meet(buckets: int, cap: int) -> Callable[[Iterable[Any]], Iterator]:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         got = _received(batches)
-        d, f = postings.unpack(got.get(_MEMBER, []), 2)
-        pf, pe = postings.unpack(got.get(_POSTED, []), 2)
-        d, e, hits, over = postings.meet(d, f, pf, pe, cap)
+        d, f = unpack(got.get(_MEMBER, []), 2)
+        pf, pe = unpack(got.get(_POSTED, []), 2)
+        d, e, hits, over = meet(d, f, pf, pe, cap)
         yield _routed(_MET, d, (d, e, hits, over), buckets)
 
     return run
@@ -207,9 +215,9 @@ def _verdicts(bound: float | None) -> Callable[[Iterable[Any]], Iterator]:
         import pyarrow as pa
 
         got = _received(batches)
-        doc, _, _, least, den = postings.unpack(got.get(_DOCUMENT, []), 5)
-        d, e, hits, over = postings.unpack(got.get(_MET, []), 4)
-        d, e, hits, capped, keep = postings.verdicts(d, e, hits, over, doc, least, den, bound)
+        doc, _, _, least, den = unpack(got.get(_DOCUMENT, []), 5)
+        d, e, hits, over = unpack(got.get(_MET, []), 4)
+        d, e, hits, capped, keep = verdicts(d, e, hits, over, doc, least, den, bound)
         yield pa.RecordBatch.from_arrays(
             [pa.array(d, pa.int64()), pa.array(e, pa.int64()), pa.array(hits, pa.int32()),
              pa.array(capped, pa.int32()), pa.array(keep, pa.bool_())],

@@ -168,6 +168,8 @@ def test_chains_of_near_duplicates_take_rounds_and_agree(spark, tmp_path):
     assert runs[2] > runs[50_000] == 1
     kinds = {json.loads(line)["decision"] for line in expected.getvalue().splitlines()}
     assert kinds == {"kept", "near_duplicate"}
+    # a run releases what it cached: a long-lived session (a notebook) does not keep it
+    assert spark._jsparkSession.sharedState().cacheManager().isEmpty()
 
 
 # --- WARC files, stores, and input that cannot be used -------------------------------------------

@@ -44,11 +44,21 @@ def _starts(sorted_keys: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1))
 
 
+def _lengths(starts: np.ndarray, size: int) -> np.ndarray:
+    """The length of each run that begins at ``starts`` in an array of ``size``."""
+    return np.diff(np.append(starts, size))
+
+
 def _rank(sorted_keys: np.ndarray) -> np.ndarray:
     """1-based place of each row within its run of equal keys."""
     starts = _starts(sorted_keys)
-    lengths = np.diff(np.append(starts, sorted_keys.size))
-    return np.arange(sorted_keys.size) - np.repeat(starts, lengths) + 1
+    return np.arange(sorted_keys.size) - np.repeat(starts, _lengths(starts, sorted_keys.size)) + 1
+
+
+def _rows_of(doc: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Where each document of ``d`` stands in ``doc`` (every one of them is there)."""
+    by_doc = np.argsort(doc)
+    return by_doc[np.searchsorted(doc, d, sorter=by_doc)]
 
 
 def shared(d: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -74,8 +84,7 @@ def indexed(
     # sort by document, then most common first, then the larger unsigned value first
     order = np.lexsort((~f.view(np.uint64), -count, d))
     d, f = d[order], f[order]
-    by_doc = np.argsort(doc)
-    at = by_doc[np.searchsorted(doc, d, sorter=by_doc)]
+    at = _rows_of(doc, d)
     keep = _rank(d) >= size[at] - k[at] + 1
     return f[keep], d[keep]
 
@@ -131,10 +140,8 @@ def verdicts(
     candidate it met is kept)."""
     d, e, hits, over = _summed(d, e, hits, over)
     starts = _starts(d)
-    lengths = np.diff(np.append(starts, d.size))
-    capped = np.repeat(np.add.reduceat(over, starts), lengths) if d.size else over
-    by_doc = np.argsort(doc)
-    at = by_doc[np.searchsorted(doc, d, sorter=by_doc)]
+    capped = np.repeat(np.add.reduceat(over, starts), _lengths(starts, d.size)) if d.size else over
+    at = _rows_of(doc, d)
     met = hits + capped
     if bound is None:
         need = least[at]

@@ -94,30 +94,42 @@ def search(docs, cap, bound, buckets):
     for (m, p) in bucketed([(members[1], members), (posted[0], posted)], buckets):
         met.append(P.meet(*m, *p, cap))
     met = cat(met)
-    out = {}
+    out, counters = {}, np.zeros(4, dtype=np.int64)
     for (docs_here, rows) in bucketed([(key, (key, least, den)), (met[0], met)], buckets):
-        for dd, e, hits, capped, keep in zip(*P.verdicts(*rows, *docs_here, bound)):
+        judged = P.verdicts(*rows, *docs_here, bound)
+        counters += P.tally(judged[0], *judged[2:])
+        for dd, e, hits, capped, keep in zip(*judged):
             out[int(dd), int(e)] = (int(hits), int(capped), bool(keep))
-    return out
+    return out, counters.tolist()
+
+
+def counted(pairs):
+    """The search's counters, a pair at a time: estimated, pruned, capped, capped documents."""
+    capped = {d: c for (d, _), (_, c, _) in pairs.items()}
+    return [sum(keep for *_, keep in pairs.values()),
+            sum(hits > 0 and not keep for hits, _, keep in pairs.values()),
+            sum(capped.values()), sum(c > 0 for c in capped.values())]
 
 
 @settings(max_examples=300, deadline=None)
 @given(corpora(), st.integers(1, 5))
 def test_steps_in_buckets_agree_with_the_oracle(corpus, buckets):
     docs, cap, bound = corpus
-    assert search(docs, cap, bound, buckets) == oracle(docs, cap, bound)
+    expected = oracle(docs, cap, bound)
+    assert search(docs, cap, bound, buckets) == (expected, counted(expected))
 
 
 def test_a_template_fingerprint_is_cut_at_the_cap():
     # ten pages share one fingerprint, each also a rare one: with a cap of 3 the fingerprint's
     # postings are its 3 lowest pages, and page 3, the first past the cap, is met as "over"
     docs = [(key, [7, 100 + key], 2, 1, -1) for key in range(10)]
-    got = search(docs, 3, None, 2)
+    got, counters = search(docs, 3, None, 2)
     assert got[(3, 2)] == (1, 0, True)  # page 3 is the cut one: nothing cut before it
     assert got[(9, 0)] == (1, 1, True)  # a later page: one capped fingerprint
     assert got[(9, 3)] == (0, 1, False)  # met past the cap only: not estimated
     assert (9, 5) not in got
     assert got == oracle(docs, 3, None)
+    assert counters[2:] == [6, 6]  # pages 4 to 9 each lost the template's one fingerprint
 
 
 def test_pack_round_trips_columns():
@@ -126,3 +138,10 @@ def test_pack_round_trips_columns():
     got = P.unpack([blob, blob], 2)
     assert got[0].tolist() == a.tolist() * 2 and got[1].tolist() == b.tolist() * 2
     assert [c.size for c in P.unpack([], 3)] == [0, 0, 0]
+
+
+def test_pack_bytes_round_trips_keyed_byte_strings():
+    keys = np.array([5, -(1 << 62), 9], dtype=np.int64)
+    got_keys, got = P.unpack_bytes(P.pack_bytes(keys, [b"sketch", b"", b"\x00\xff"]))
+    assert got_keys.tolist() == keys.tolist() and got == [b"sketch", b"", b"\x00\xff"]
+    assert P.unpack_bytes(P.pack_bytes(np.empty(0, dtype=np.int64), []))[1] == []

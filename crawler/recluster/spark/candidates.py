@@ -14,9 +14,12 @@ could join, in the order greedy clustering prefers them.
    resemblance bound allows it), in the local engine's arithmetic. This fingerprint-level work,
    a hundred values per document, is numpy's in executors (:mod:`.postings`); Spark moves the
    arrays between its steps.
-3. **Estimates and preferences**, in executors: :func:`dedup.estimators.estimate` on each pair's
-   sketches, then :func:`crawler.recluster.rounds.preference` orders a document's qualifying
-   candidates as the sequential clusterer would try them.
+3. **Estimates and preferences**, in executors: the pairs worth estimating stay in the
+   partition that judged them, and each sketch they need is served there once (a template page
+   that is a candidate of thousands of pages crosses the network once per partition, not once
+   per pair); :func:`dedup.estimators.estimate` on each pair's sketches, then
+   :func:`crawler.recluster.rounds.preference` orders a document's qualifying candidates as the
+   sequential clusterer would try them.
 """
 
 from __future__ import annotations
@@ -32,15 +35,18 @@ from crawler.recluster.spark.postings import (
     indexed,
     meet,
     pack,
+    pack_bytes,
     shared,
+    tally,
     unpack,
+    unpack_bytes,
     verdicts,
 )
 from crawler.recluster.spark.sketch import SparkJob
 from dedup.estimators import estimate
 from dedup.sketches import sketch_from_bytes
 
-__all__ = ["PAIRS", "PREFERENCES", "candidate_pairs", "preferences", "search_stats", "split_copies"]
+__all__ = ["PREFERENCES", "Search", "split_copies"]
 
 #: a document's qualifying candidates, ``pos`` 0 first: (document, place in its preference
 #: order, candidate, decision kind if it joins that candidate, estimated resemblance)
@@ -68,57 +74,82 @@ def split_copies(documents: Any) -> tuple[Any, Any]:
     return leaders, copies
 
 
-def candidate_pairs(leaders: Any, job: SparkJob) -> tuple[Any, list[Any]]:
-    """:data:`PAIRS`: ``(d, e, hits, capped, keep)`` for every document d that met an earlier
-    leader e's indexed fingerprints (or only the first posting past the cap): how many it met,
-    how many of d's fingerprints the cap cut, and whether the pair is worth estimating (as
-    :meth:`dedup.cluster.GreedyClusterer.decide` filters candidates); and the intermediate
-    DataFrames cached on the way, for the caller to unpersist once the pairs are made.
+class Search:
+    """The candidate search of one run, from the leaders to their :data:`PREFERENCES`.
 
-    Four shuffles, each bringing together what one step of :mod:`.postings` needs: the rows of
-    a fingerprint (to count it; to meet its postings), or of a document (to pick its rarest
-    part; to sum its pairs). What Spark moves between them is a few packed arrays per bucket
-    of fingerprints or documents, not a row per fingerprint.
+    Six shuffles, each bringing together what one step of :mod:`.postings` needs: the rows of
+    a fingerprint (to count it; to meet its postings), of a document (to pick its rarest part;
+    to sum its pairs), of a sketch (to serve it to the partitions whose pairs need it), of a
+    partition's pairs (to estimate them). What Spark moves is a few packed arrays per bucket of
+    fingerprints, documents or sketches, not a row per fingerprint or per pair.
+
+    :meth:`stats` runs the search up to the verdicts (kept, for :meth:`preferences`);
+    :meth:`release` unpersists what it cached once the preferences are made.
     """
-    from pyspark.sql import functions as F
 
-    partitions = job.partitions
-    buckets = partitions * _BUCKETS_PER_PARTITION
-    bound = None
-    if job.need <= 0:
-        containment = job.dedup.containment
-        bound = job.dedup.threshold if containment is None else min(job.dedup.threshold, containment)
+    def __init__(self, leaders: Any, job: SparkJob) -> None:
+        from pyspark.sql import functions as F
 
-    def moved(*frames: Any) -> Any:
-        union = frames[0]
-        for frame in frames[1:]:
-            union = union.unionByName(frame)
-        return union.repartition(partitions, "bucket")
+        partitions = job.partitions
+        buckets = partitions * _BUCKETS_PER_PARTITION
+        bound = None
+        if job.need <= 0:
+            containment = job.dedup.containment
+            bound = job.dedup.threshold if containment is None else min(job.dedup.threshold, containment)
 
-    spread = leaders.select("key", "fps", "k", "least", "den").mapInArrow(
-        _spread(buckets), _MOVED).persist()
-    counted = moved(spread.where(F.col("kind") == _HELD)).mapInArrow(
-        _count(buckets), _MOVED).persist()
-    posted = moved(spread.where(F.col("kind") == _DOCUMENT),
-                   counted.where(F.col("kind") == _COUNTED)).mapInArrow(_index(buckets), _MOVED)
-    met = moved(counted.where(F.col("kind") == _MEMBER), posted).mapInArrow(
-        _meet(buckets, job.dedup.cap), _MOVED)
-    pairs = moved(spread.where(F.col("kind") == _DOCUMENT), met).mapInArrow(
-        _verdicts(bound), PAIRS)
-    return pairs, [spread, counted]
+        def of(frame: Any, kind: int) -> Any:
+            return frame.where(F.col("kind") == kind)
+
+        def moved(*frames: Any) -> Any:
+            union = frames[0]
+            for frame in frames[1:]:
+                union = union.unionByName(frame)
+            return union.repartition(partitions, "bucket")
+
+        spread = leaders.select("key", "fps", "k", "least", "den", "sketch").mapInArrow(
+            _spread(buckets), _MOVED).persist()
+        counted = moved(of(spread, _HELD)).mapInArrow(_count(buckets), _MOVED).persist()
+        posted = moved(of(spread, _DOCUMENT), of(counted, _COUNTED)).mapInArrow(
+            _index(buckets), _MOVED)
+        met = moved(of(counted, _MEMBER), posted).mapInArrow(
+            _meet(buckets, job.dedup.cap), _MOVED)
+        judged = moved(of(spread, _DOCUMENT), met).mapInArrow(
+            _verdicts(bound, buckets), _MOVED).persist()
+        self._tallies = of(judged, _TALLY).select("data")
+        served = moved(of(judged, _WANTED), of(spread, _SKETCH)).mapInArrow(_serve, _MOVED)
+        self.preferences = moved(of(judged, _KEPT), served).mapInArrow(
+            _prefer(job.dedup.threshold, job.dedup.containment), PREFERENCES)
+        self._cached = [spread, counted, judged]
+
+    def stats(self) -> dict[str, int]:
+        """The counters of the search, as the local clusterer keeps them: pairs estimated
+        (``comparisons``) and skipped by the bound (``pruned``), fingerprints the cap cut
+        (``capped``) and the documents they belong to."""
+        total = np.zeros(len(_TALLIED), dtype=np.int64)
+        for row in self._tallies.collect():
+            total += np.frombuffer(row.data, dtype=np.int64)
+        return dict(zip(_TALLIED, map(int, total)))
+
+    def release(self) -> None:
+        """Unpersist the steps cached on the way; call once the preferences are checkpointed."""
+        for frame in self._cached:
+            frame.unpersist()
 
 
-#: the candidate pairs (see :func:`candidate_pairs`)
-PAIRS = "d long, e long, hits int, capped int, keep boolean"
-#: what Spark moves between the steps: packed int64 columns (:func:`.postings.pack`) bound for
-#: a bucket of fingerprints or of documents
+#: what Spark moves between the steps: packed int64 columns (:func:`.postings.pack`) or
+#: sketches (:func:`.postings.pack_bytes`) bound for a bucket
 _MOVED = "bucket int, kind byte, data binary"
 #: buckets per partition: Spark hashes a bucket to a partition, and many buckets even them out
 _BUCKETS_PER_PARTITION = 16
 #: the kinds of moved arrays: (d, f) of every leader; (d, size, k, least, den) of every
 #: leader; (d, f, count) of shared fingerprints, to their document; (d, f) of shared
-#: fingerprints, to their fingerprint; (f, e) postings; (d, e, hits, over) partial sums
-_HELD, _DOCUMENT, _COUNTED, _MEMBER, _POSTED, _MET = range(6)
+#: fingerprints, to their fingerprint; (f, e) postings; (d, e, hits, over) partial sums;
+#: leaders' sketches, to their key's bucket; (d, e) pairs to estimate; a partition's
+#: counters; (key, home) sketches a partition's pairs need; sketches served to that home
+(_HELD, _DOCUMENT, _COUNTED, _MEMBER, _POSTED, _MET, _SKETCH, _KEPT, _TALLY, _WANTED,
+ _SERVED) = range(11)
+#: the counters of :func:`.postings.tally`, in its order
+_TALLIED = ("comparisons", "pruned", "capped", "capped_documents")
 
 
 def _arrow_moved(bucket: list[int], kind: list[int], data: list[bytes]) -> Any:
@@ -129,12 +160,15 @@ def _arrow_moved(bucket: list[int], kind: list[int], data: list[bytes]) -> Any:
         names=["bucket", "kind", "data"])
 
 
+def _cut(where: np.ndarray, buckets: int) -> tuple[np.ndarray, np.ndarray]:
+    """The order that sorts rows by bucket, and where each bucket starts in it."""
+    order = np.argsort(where, kind="stable")
+    return order, np.searchsorted(where[order], np.arange(buckets + 1))
+
+
 def _routed(kind: int, by: np.ndarray, columns: tuple[np.ndarray, ...], buckets: int) -> Any:
     """One Arrow batch: the rows of ``columns`` cut by the bucket of ``by``, packed."""
-    where = bucket_of(by, buckets)
-    order = np.argsort(where, kind="stable")
-    where = where[order]
-    starts = np.searchsorted(where, np.arange(buckets + 1))
+    order, starts = _cut(bucket_of(by, buckets), buckets)
     bucket, data = [], []
     for b in range(buckets):
         lo, hi = starts[b], starts[b + 1]
@@ -144,17 +178,23 @@ def _routed(kind: int, by: np.ndarray, columns: tuple[np.ndarray, ...], buckets:
     return _arrow_moved(bucket, [kind] * len(bucket), data)
 
 
-def _received(batches: Iterable[Any]) -> dict[int, list[bytes]]:
+def _received(batches: Iterable[Any]) -> tuple[dict[int, list[bytes]], int]:
+    """The blobs that reached this partition, by kind, and its *home*: the least bucket among
+    them, which Spark sends to this same partition again when it repartitions the same way."""
     got: dict[int, list[bytes]] = {}
+    home = None
     for batch in batches:
+        if batch.num_rows:
+            least = min(batch.column("bucket").to_pylist())
+            home = least if home is None else min(home, least)
         for kind, data in zip(batch.column("kind").to_pylist(), batch.column("data").to_pylist()):
             got.setdefault(kind, []).append(data)
-    return got
+    return got, 0 if home is None else home
 
 
 def _spread(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        keys, sizes, ks, leasts, dens, held = [], [], [], [], [], []
+        keys, sizes, ks, leasts, dens, held, sketches = [], [], [], [], [], [], []
         for batch in batches:
             fps = batch.column("fps").to_pylist()
             arrays = [np.frombuffer(b, dtype=np.int64) for b in fps]
@@ -166,6 +206,7 @@ def _spread(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
             leasts.append(batch.column("least").fill_null(-1).to_numpy().astype(np.int64))
             dens.append(batch.column("den").fill_null(-1).to_numpy().astype(np.int64))
             held.append((np.repeat(key, size), np.concatenate(arrays) if arrays else size))
+            sketches += batch.column("sketch").to_pylist()
         if not keys:
             return
         d = np.concatenate([h[0] for h in held])
@@ -174,13 +215,21 @@ def _spread(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
         yield _routed(_HELD, f, (d, f), buckets)
         yield _routed(_DOCUMENT, key, (key, np.concatenate(sizes), np.concatenate(ks),
                                        np.concatenate(leasts), np.concatenate(dens)), buckets)
+        order, starts = _cut(bucket_of(key, buckets), buckets)
+        bucket, data = [], []
+        for b in range(buckets):
+            rows = order[starts[b] : starts[b + 1]]
+            if rows.size:
+                bucket.append(b)
+                data.append(pack_bytes(key[rows], [sketches[i] for i in rows]))
+        yield _arrow_moved(bucket, [_SKETCH] * len(bucket), data)
 
     return run
 
 
 def _count(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        d, f = unpack(_received(batches).get(_HELD, []), 2)
+        d, f = unpack(_received(batches)[0].get(_HELD, []), 2)
         d, f, count = shared(d, f)
         yield _routed(_COUNTED, d, (d, f, count), buckets)
         yield _routed(_MEMBER, f, (d, f), buckets)
@@ -190,7 +239,7 @@ def _count(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
 
 def _index(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        got = _received(batches)
+        got, _ = _received(batches)
         doc, size, k, _, _ = unpack(got.get(_DOCUMENT, []), 5)
         d, f, count = unpack(got.get(_COUNTED, []), 3)
         f, e = indexed(d, f, count, doc, size, k)
@@ -201,7 +250,7 @@ def _index(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
 
 def _meet(buckets: int, cap: int) -> Callable[[Iterable[Any]], Iterator]:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        got = _received(batches)
+        got, _ = _received(batches)
         d, f = unpack(got.get(_MEMBER, []), 2)
         pf, pe = unpack(got.get(_POSTED, []), 2)
         d, e, hits, over = meet(d, f, pf, pe, cap)
@@ -210,110 +259,77 @@ def _meet(buckets: int, cap: int) -> Callable[[Iterable[Any]], Iterator]:
     return run
 
 
-def _verdicts(bound: float | None) -> Callable[[Iterable[Any]], Iterator]:
-    def run(batches: Iterable[Any]) -> Iterator[Any]:
-        import pyarrow as pa
+def _verdicts(bound: float | None, buckets: int) -> Callable[[Iterable[Any]], Iterator]:
+    """The pairs to estimate stay at this partition's home, with its counters; the sketches
+    they need are asked for from their keys' buckets, once each."""
 
-        got = _received(batches)
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        got, home = _received(batches)
         doc, _, _, least, den = unpack(got.get(_DOCUMENT, []), 5)
         d, e, hits, over = unpack(got.get(_MET, []), 4)
         d, e, hits, capped, keep = verdicts(d, e, hits, over, doc, least, den, bound)
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(d, pa.int64()), pa.array(e, pa.int64()), pa.array(hits, pa.int32()),
-             pa.array(capped, pa.int32()), pa.array(keep, pa.bool_())],
-            names=["d", "e", "hits", "capped", "keep"])
+        yield _arrow_moved([home, home], [_TALLY, _KEPT],
+                           [tally(d, hits, capped, keep).tobytes(), pack(d[keep], e[keep])])
+        needed = np.unique(np.concatenate((d[keep], e[keep])))
+        yield _routed(_WANTED, needed, (needed, np.full(needed.size, home)), buckets)
 
     return run
 
 
-def search_stats(pairs: Any) -> dict[str, int]:
-    """The counters of the candidate search, as the local clusterer keeps them: pairs estimated
-    (``comparisons``) and skipped by the bound (``pruned``), fingerprints the cap cut
-    (``capped``) and the documents they belong to."""
-    from pyspark.sql import functions as F
-
-    per_document = pairs.groupBy("d").agg(
-        F.sum(F.col("keep").cast("long")).alias("kept"),
-        F.sum(((F.col("hits") > 0) & ~F.col("keep")).cast("long")).alias("pruned"),
-        F.max("capped").alias("capped"),
-    )
-    totals = per_document.agg(
-        F.sum("kept").alias("comparisons"),
-        F.sum("pruned").alias("pruned"),
-        F.sum("capped").alias("capped"),
-        F.sum((F.col("capped") > 0).cast("long")).alias("capped_documents"),
-    ).first()
-    return {name: int(totals[name] or 0) for name in ("comparisons", "pruned", "capped", "capped_documents")}
-
-
-def preferences(leaders: Any, pairs: Any, job: SparkJob) -> Any:
-    """:data:`PREFERENCES` of every document with a qualifying candidate among ``pairs``.
-
-    The pairs go to the partition of their document d (Spark's own hash partitioning of d), and
-    each sketch a partition's pairs need goes there once, ahead of the pairs (routed by one of
-    the documents that needs it): a template page that is a candidate of thousands of pages
-    crosses the network once per partition, not once per pair.
-    """
-    from pyspark.sql import functions as F
-
-    partitions = job.partitions
-    kept = pairs.where("keep").select("d", "e").withColumn(
-        "part", F.pmod(F.hash("d"), F.lit(partitions)))
-    needed = (
-        kept.groupBy("part", "e").agg(F.min("d").alias("route"))
-        .select("route", F.col("e").alias("key"))
-        .unionByName(kept.select(F.col("d").alias("route"), F.col("d").alias("key")).distinct())
-    )
-    shipped = needed.join(leaders.select("key", "sketch"), "key").select(
-        F.lit(0).alias("tag"), "route", F.col("key").alias("d"), F.lit(None).cast("long").alias("e"),
-        "sketch")
-    wanted = kept.select(F.lit(1).alias("tag"), F.col("d").alias("route"), "d", "e",
-                         F.lit(None).cast("binary").alias("sketch"))
-    rows = (
-        shipped.unionByName(wanted)
-        .repartition(partitions, "route")
-        .sortWithinPartitions("tag", "d", "e")
-    )
-    return rows.mapInArrow(_prefer(job.dedup.threshold, job.dedup.containment), PREFERENCES)
+def _serve(batches: Iterable[Any]) -> Iterator[Any]:
+    """Each sketch asked for, to the home of every partition that asked (one blob per home)."""
+    got, _ = _received(batches)
+    sketches: dict[int, bytes] = {}
+    for data in got.get(_SKETCH, []):
+        keys, values = unpack_bytes(data)
+        sketches.update(zip(keys.tolist(), values))
+    key, home = unpack(got.get(_WANTED, []), 2)
+    order = np.argsort(home, kind="stable")
+    key, home = key[order], home[order]
+    homes, starts = np.unique(home, return_index=True)
+    data = [pack_bytes(key[lo:hi], [sketches[k] for k in key[lo:hi].tolist()])
+            for lo, hi in zip(starts, [*starts[1:], home.size])]
+    yield _arrow_moved(homes.tolist(), [_SERVED] * len(data), data)
 
 
 def _prefer(threshold: float, containment: float | None) -> Callable[[Iterable[Any]], Iterator]:
+    """A partition's pairs estimated, each document's candidates in its preference order."""
+
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
+        got, _ = _received(batches)
         raw: dict[int, bytes] = {}  # this partition's sketches, parsed when first needed
+        for data in got.get(_SERVED, []):
+            keys, values = unpack_bytes(data)
+            raw.update(zip(keys.tolist(), values))
         parsed: dict[int, Any] = {}
-        out: dict[str, list[Any]] = {"d": [], "pos": [], "e": [], "kind": [], "r": []}
-        current, estimates = None, []
 
         def sketch(key: int) -> Any:
-            got = parsed.get(key)
-            if got is None:
-                got = parsed[key] = sketch_from_bytes(raw.pop(key))
-            return got
+            found = parsed.get(key)
+            if found is None:
+                found = parsed[key] = sketch_from_bytes(raw.pop(key))
+            return found
 
-        def settle() -> None:
-            for pos, (e, kind, r) in enumerate(preference(estimates, threshold, containment)):
-                for name, value in zip(out, (current, pos, e, kind, r)):
+        d, e = unpack(got.get(_KEPT, []), 2)
+        order = np.lexsort((e, d))
+        d, e = d[order].tolist(), e[order].tolist()
+        out: dict[str, list[Any]] = {"d": [], "pos": [], "e": [], "kind": [], "r": []}
+        lo = 0
+        while lo < len(d):
+            current, hi = d[lo], lo
+            estimates = []
+            while hi < len(d) and d[hi] == current:
+                est = estimate(sketch(current), sketch(e[hi]))
+                estimates.append((e[hi], est.resemblance, est.containment_a_in_b))
+                hi += 1
+            for pos, (cand, kind, r) in enumerate(preference(estimates, threshold, containment)):
+                for name, value in zip(out, (current, pos, cand, kind, r)):
                     out[name].append(value)
-
-        for batch in batches:
-            columns = (batch.column(name).to_pylist() for name in ("tag", "d", "e", "sketch"))
-            for tag, d, e, blob in zip(*columns):
-                if tag == 0:
-                    raw[d] = blob
-                    continue
-                if d != current:
-                    if current is not None:
-                        settle()
-                    current, estimates = d, []
-                est = estimate(sketch(d), sketch(e))
-                estimates.append((e, est.resemblance, est.containment_a_in_b))
             if len(out["d"]) >= 4096:
                 yield pa.RecordBatch.from_pydict(out, schema=_PREFERENCES_ARROW())
                 out = {name: [] for name in out}
-        if current is not None:
-            settle()
+            lo = hi
         yield pa.RecordBatch.from_pydict(out, schema=_PREFERENCES_ARROW())
 
     return run

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["bucket_of", "indexed", "meet", "pack", "shared", "unpack", "verdicts"]
+__all__ = [
+    "bucket_of", "indexed", "meet", "pack", "pack_bytes", "shared", "tally", "unpack",
+    "unpack_bytes", "verdicts",
+]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: spreads keys that share low bits
 
@@ -35,6 +38,23 @@ def unpack(blobs: list[bytes], width: int) -> list[np.ndarray]:
         return [np.empty(0, dtype=np.int64) for _ in range(width)]
     parts = [np.frombuffer(b, dtype=np.int64).reshape(width, -1) for b in blobs]
     return list(np.concatenate(parts, axis=1))
+
+
+def pack_bytes(keys: np.ndarray, values: list[bytes]) -> bytes:
+    """Byte strings under int64 keys as one byte string: their count, the keys, where each
+    ends, then the bytes (sketches, moved a few blobs per bucket like the int64 columns)."""
+    ends = np.cumsum([len(v) for v in values], dtype=np.int64)
+    head = np.concatenate(([len(values)], np.asarray(keys, dtype=np.int64), ends))
+    return head.astype(np.int64).tobytes() + b"".join(values)
+
+
+def unpack_bytes(data: bytes) -> tuple[np.ndarray, list[bytes]]:
+    """The keys and byte strings of one :func:`pack_bytes` blob."""
+    n = int(np.frombuffer(data, dtype=np.int64, count=1)[0])
+    head = np.frombuffer(data, dtype=np.int64, count=1 + 2 * n)
+    keys, ends = head[1 : 1 + n], head[1 + n :].tolist()
+    body = memoryview(data)[8 * (1 + 2 * n) :]
+    return keys, [bytes(body[a:b]) for a, b in zip([0, *ends[:-1]], ends)]
 
 
 def _starts(sorted_keys: np.ndarray) -> np.ndarray:
@@ -152,3 +172,12 @@ def verdicts(
         upper = np.minimum(met, whole) / np.where(proven, whole, 1)
         keep = ~proven | ~(upper < bound)
     return d, e, hits, capped, (hits > 0) & keep
+
+
+def tally(d: np.ndarray, hits: np.ndarray, capped: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The search's counters over :func:`verdicts`' rows (sorted by document, each document's
+    rows all here): pairs to estimate (``comparisons``), pairs the bound pruned, fingerprints
+    the cap cut, and the documents that lost any (``capped`` is per document, on each row)."""
+    per_document = capped[_starts(d)]
+    return np.array([keep.sum(), ((hits > 0) & ~keep).sum(), per_document.sum(),
+                     (per_document > 0).sum()], dtype=np.int64)

@@ -18,12 +18,7 @@ from typing import IO, Any
 from crawler.recluster.inputs import SourceDocument
 from crawler.recluster.pool import SketchedDocument, sketch_source
 from crawler.recluster.run import ReclusterResult, _line, _number
-from crawler.recluster.spark.candidates import (
-    candidate_pairs,
-    preferences,
-    search_stats,
-    split_copies,
-)
+from crawler.recluster.spark.candidates import Search, split_copies
 from crawler.recluster.spark.greedy import greedy_rounds
 from crawler.recluster.spark.sketch import SparkJob, documents
 from crawler.recluster.spark.tasks import RECORD_BITS, Task
@@ -151,14 +146,11 @@ def cluster(session: Any, docs: Any, job: SparkJob) -> Clustered:
     phase = _Phases()
     leaders, copies = split_copies(docs)
     copies = copies.persist()
-    pairs, steps = candidate_pairs(leaders, job)
-    pairs = pairs.persist()
-    stats = search_stats(pairs)
-    for frame in steps:
-        frame.unpersist()
+    search = Search(leaders, job)
+    stats = search.stats()
     phase("candidates")
-    prefs = preferences(leaders, pairs, job).localCheckpoint()
-    pairs.unpersist()
+    prefs = search.preferences.localCheckpoint()
+    search.release()
     phase("estimates")
     decisions, rounds = greedy_rounds(leaders, prefs, job.partitions, job.stretch)
     phase("greedy rounds")

@@ -126,10 +126,13 @@ def resemblance_min(a: MinSketch | MinModSketch, b: MinSketch | MinModSketch) ->
     Given ``s'``, the first ``s'`` ids of ``π(A ∪ B)`` are a uniformly random ``s'``-subset of
     ``A ∪ B``, so the number of matches is hypergeometric with mean ``s'·r``.
     """
+    return _min_resemblance(a, b, *matches_min(a, b))
+
+
+def _min_resemblance(a: Sketch, b: Sketch, matches: int, s_prime: int) -> float:
     special = _empty_resemblance(a, b)
     if special is not None:
         return special
-    matches, s_prime = matches_min(a, b)
     return matches / s_prime if s_prime else _NAN
 
 
@@ -304,8 +307,8 @@ def estimate(a: Sketch, b: Sketch) -> Estimate:
         compared = a.k if a.n and b.n else 0  # an empty document has an empty card
         return _from_resemblance(r, a, b, _permutation_matches(a, b), compared)
     if isinstance(a, (MinSketch, MinModSketch)) and isinstance(b, (MinSketch, MinModSketch)):
-        matches, s_prime = matches_min(a, b)
-        return _from_resemblance(resemblance_min(a, b), a, b, matches, s_prime)
+        matches, s_prime = matches_min(a, b)  # one merge for the estimate and its counts
+        return _from_resemblance(_min_resemblance(a, b, matches, s_prime), a, b, matches, s_prime)
     raise ValueError(f"cannot compare a {a.kind!r} sketch with a {b.kind!r} sketch")
 
 

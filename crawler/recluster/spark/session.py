@@ -61,6 +61,10 @@ def spark_session(master: str | None, *, quiet: bool = True) -> tuple[Any, bool]
             # compiler cost more CPU than it saved (a third of all on 20,000 pages); a user's
             # own spark.driver.extraJavaOptions come later on the command line and win
             builder = builder.config("spark.driver.defaultJavaOptions", "-XX:TieredStopAtLevel=1")
+            # adaptive execution re-plans after every exchange, each one a job of its own (55
+            # jobs instead of 19 on 20,000 pages); on one machine, with the engine's own
+            # repartitioning by bucket, it has nothing to even out, and a warm run took 6% longer
+            builder = builder.config("spark.sql.adaptive.enabled", "false")
         builder = builder.config("spark.ui.showConsoleProgress", "false" if quiet else "true")
         # the JVM talks to its Python workers over Unix sockets: on TCP loopback each task's
         # small messages wait out delayed acknowledgements, tens of milliseconds per task

@@ -82,15 +82,10 @@ def recluster_spark(
     cached, docs = docs, docs.coalesce(partitions)
     clustered = cluster(session, docs, job)
     rows = clustered.rows.persist()
-    kinds = dict(rows.groupBy("kind").count().collect())
+    result.summary, kinds = _summary(rows)
     clustered.release()
     phase("cluster")
-    result.summary = _summary(rows)
-    result.stats = {
-        "documents": result.summary.documents,
-        **{k: int(kinds.get(k, 0)) for k in KINDS},
-        **clustered.stats,
-    }
+    result.stats = {"documents": result.summary.documents, **kinds, **clustered.stats}
     ordered = rows.join(docs.select("key", "id"), "key").orderBy("key")
     if parquet is not None:
         ordered.select(
@@ -198,24 +193,31 @@ def _numbered(session: Any, decisions: Any, copies: Any) -> Any:
     return led.unionByName(copied)
 
 
-def _summary(rows: Any) -> ClusterSummary:
-    """The summary table: clusters counted by size and by whether all members are identical,
-    in Spark; the table's arithmetic is :class:`~dedup.summary.ClusterSummary`'s."""
+def _summary(rows: Any) -> tuple[ClusterSummary, dict[str, int]]:
+    """The summary table, clusters counted by size and by whether all members are identical,
+    and the documents counted by decision, in one pass in Spark; the table's arithmetic is
+    :class:`~dedup.summary.ClusterSummary`'s."""
     from pyspark.sql import functions as F
 
+    decided = [F.sum((F.col("kind") == kind).cast("long")).alias(kind) for kind in KINDS]
     shapes = (
         rows.groupBy("cluster")
-        .agg(F.count("*").alias("size"), F.min(F.col("identical").cast("int")).alias("same"))
+        .agg(F.count("*").alias("size"), F.min(F.col("identical").cast("int")).alias("same"),
+             *decided)
         .groupBy("size", "same")
-        .count()
+        .agg(F.count("*").alias("n"), *(F.sum(kind).alias(kind) for kind in KINDS))
         .collect()
     )
     total: Counter[str] = Counter()
-    for size, same, n in shapes:
-        one = ClusterSummary.from_clusters([ClusterInfo(0, 0, size, bool(same))]).to_dict()
-        total.update({k: v * n for k, v in one.items()})
+    kinds = dict.fromkeys(KINDS, 0)
+    for shape in shapes:
+        info = ClusterInfo(0, 0, shape["size"], bool(shape["same"]))
+        one = ClusterSummary.from_clusters([info]).to_dict()
+        total.update({k: v * shape["n"] for k, v in one.items()})
+        for kind in KINDS:
+            kinds[kind] += int(shape[kind])
     total.pop("duplicates", None)
-    return ClusterSummary(**{k: int(v) for k, v in total.items()})
+    return ClusterSummary(**{k: int(v) for k, v in total.items()}), kinds
 
 
 def _assignment(cluster_id: int, representative: bool, r: float | None, kind: str,

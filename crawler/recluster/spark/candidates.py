@@ -83,8 +83,9 @@ class Search:
     partition's pairs (to estimate them). What Spark moves is a few packed arrays per bucket of
     fingerprints, documents or sketches, not a row per fingerprint or per pair.
 
-    :meth:`stats` runs the search up to the verdicts (kept, for :meth:`preferences`);
-    :meth:`release` unpersists what it cached once the preferences are made.
+    ``preferences`` is the DataFrame of the result; :meth:`stats` runs the search up to the
+    verdicts (cached, for the preferences); :meth:`release` unpersists what the search cached,
+    once the preferences are checkpointed.
     """
 
     def __init__(self, leaders: Any, job: SparkJob) -> None:

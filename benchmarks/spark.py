@@ -13,11 +13,18 @@ recluster --html`` reads them. The default, 15,000 pages (20,000 documents), is 
 that a distributed engine's throughput is measured rather than its start-up.
 
 **Speed** (documents per second, end to end: read, canonicalise, sketch, cluster, write
-clusters.jsonl; median of ``--repeats`` interleaved rounds):
+clusters.jsonl; median of ``--repeats`` interleaved rounds). A row's cores are the CPUs it may
+run on: each run is pinned to that many (``sched_setaffinity``, inherited by the JVM and the
+Python workers), so that "per core" means per CPU used:
 
-* the local engine with 1 worker process (its documents/s per core);
-* the Spark engine in ``local[1]`` and ``local[2]`` (per core: documents/s over the cores), so
-  the scaling from one core to two, and the ratio to the local engine per core;
+* the local engine with 1 worker process, on 1 CPU (its documents/s per core);
+* datasketch's ``MinHash`` + ``MinHashLSH`` with the same greedy first-member rule
+  (:func:`benchmarks.recluster.run_datasketch`), one process on 1 CPU, what a Python user
+  writes on one machine;
+* the Spark engine in ``local[1]`` on 1 CPU and ``local[2]`` on 2 (per core: documents/s over
+  the cores), so the scaling from one core to two, and the ratio to the local engine per core;
+  and ``local[1]`` unpinned, as a user starts it on this machine: its JVM then runs beside its
+  one task on the other CPU, so it is not a one-core figure;
 * Spark ML as a Spark user reaches for it first: ``MinHashLSH`` (16 hash tables) over 5-word
   shingles (``HashingTF``), ``approxSimilarityJoin`` at Jaccard ≥ the threshold, in ``local[2]``
   with the default driver memory, once; if that fails (out of memory, say), its failure is
@@ -73,6 +80,24 @@ FEW = "spark local[2], Spark ML corpus"
 #: gets once the JVM has loaded and compiled its code and the Python workers are up (the
 #: local engine's row is a median over runs in one process, so it is warm after its first)
 WARM1, WARM2 = "spark local[1], warm session", "spark local[2], warm session"
+DATASKETCH = "datasketch MinHashLSH, 1 process"
+#: local[1] without a CPU of its own: its JVM's threads take the machine's other CPU
+FREE1, FREE1_WARM = "spark local[1], unpinned", "spark local[1], unpinned, warm session"
+
+
+def cpu_set(cpus: int) -> set[int]:
+    """The first ``cpus`` of the CPUs this process may run on."""
+    return set(sorted(os.sched_getaffinity(0))[:cpus])
+
+
+def pinned(cpus: int, run: Any) -> Any:
+    """``run()`` with this thread (and whatever it starts) on ``cpus`` CPUs, then as before."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpu_set(cpus))
+    try:
+        return run()
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def log(message: str) -> None:
@@ -293,11 +318,14 @@ CHILDREN = {"engine": child_engine, "sparkml": child_sparkml, "startup": child_s
             "scale": child_scale}
 
 
-def _child(kind: str, timeout: float | None = None, **kwargs: Any) -> dict[str, Any]:
-    """Run one child in a process group of its own (its JVM and Python workers with it); its
-    result as a dict, or ``{"error": ...}``. A JVM that ran out of memory names the error on
-    its own output only: it is added to the child's error."""
+def _child(kind: str, timeout: float | None = None, cpus: int | None = None,
+           **kwargs: Any) -> dict[str, Any]:
+    """Run one child in a process group of its own (its JVM and Python workers with it), on
+    ``cpus`` CPUs (None: all); its result as a dict, or ``{"error": ...}``. A JVM that ran out
+    of memory names the error on its own output only: it is added to the child's error."""
     command = [sys.executable, "-m", "benchmarks.spark", "--child", json.dumps([kind, kwargs])]
+    if cpus is not None:
+        command = ["taskset", "--cpu-list", ",".join(map(str, sorted(cpu_set(cpus)))), *command]
     child = subprocess.Popen(command, cwd=_REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, start_new_session=True)
     try:
@@ -403,12 +431,13 @@ def main(argv: list[str] | None = None) -> None:
         if not args.skip_speed:
             results["speed"] = speed(args, work_dir)
             log("start-up: a fresh session's creation and first Python task")
-            results["startup"] = [_child("startup", master=m) for m in ("local[1]", "local[2]")]
+            results["startup"] = [_child("startup", cpus=cpus, master=f"local[{cpus}]")
+                                  for cpus in (1, 2)]
         sizes = [int(x) for x in args.sizes.split(",") if x]
         results["scale"] = []
         for n in sizes:
             log(f"scale: {n:,} synthetic sketches in local[2]")
-            results["scale"].append(_child("scale", master="local[2]", size=n,
+            results["scale"].append(_child("scale", cpus=2, master="local[2]", size=n,
                                            planted=args.planted, seed=args.seed))
     if args.json:
         print(json.dumps(results, indent=2))
@@ -431,24 +460,31 @@ def corpus(args: argparse.Namespace, work: Path) -> list[Path]:
 
 
 def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from benchmarks.recluster import run_ours
+    from benchmarks.recluster import run_datasketch, run_ours
 
     files = corpus(args, work)
     names = str(work / "files.json")  # the children read the file names from here
     Path(names).write_text(json.dumps([str(f) for f in files]))
     runs: dict[str, list[dict[str, Any]]] = {
-        LOCAL: [], "spark local[1]": [], "spark local[2]": [], WARM1: [], WARM2: []}
+        LOCAL: [], DATASKETCH: [], "spark local[1]": [], "spark local[2]": [], WARM1: [],
+        WARM2: [], FREE1: [], FREE1_WARM: []}
     local_out, spark_out = work / "local.jsonl", work / "spark.jsonl"
+    in_process = ((LOCAL, lambda: run_ours(files, local_out, args.threshold, 1)),
+                  (DATASKETCH, lambda: run_datasketch(files, work / "datasketch.jsonl",
+                                                      args.threshold)))
+    children = (("local[1]", 1, "spark local[1]", WARM1), ("local[2]", 2, "spark local[2]", WARM2),
+                ("local[1]", None, FREE1, FREE1_WARM))
     for round_ in range(args.repeats):
         log(f"speed: round {round_ + 1} of {args.repeats}")
-        cpu = tree_cpu()
-        seconds = run_ours(files, local_out, args.threshold, 1)
-        runs[LOCAL].append({"seconds": seconds, "cpu_seconds": tree_cpu() - cpu,
-                            "documents": len(files)})
-        for master, warm in (("local[1]", WARM1), ("local[2]", WARM2)):
-            run = _child("engine", master=master, files=names, threshold=args.threshold,
-                         out=str(spark_out), warm=True)
-            runs[f"spark {master}"].append(run)
+        for name, run in in_process:
+            cpu = tree_cpu()
+            seconds = pinned(1, run)
+            runs[name].append({"seconds": seconds, "cpu_seconds": tree_cpu() - cpu,
+                               "documents": len(files)})
+        for master, cpus, first, warm in children:
+            run = _child("engine", cpus=cpus, master=master, files=names,
+                         threshold=args.threshold, out=str(spark_out), warm=True)
+            runs[first].append(run)
             runs[warm].append(run if run.get("error") else
                               {**run, "seconds": run["warm_seconds"],
                                "cpu_seconds": run["warm_cpu_seconds"]})
@@ -459,16 +495,18 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         ml = {"master": "local[2]", "files": few, "threshold": args.threshold}
         for round_ in range(args.repeats):
             log(f"speed: spark local[2] on the Spark ML corpus, {round_ + 1} of {args.repeats}")
-            runs.setdefault(FEW, []).append(_child("engine", out=str(work / "few.jsonl"), **ml))
+            runs.setdefault(FEW, []).append(_child("engine", cpus=2, out=str(work / "few.jsonl"),
+                                                   **ml))
         log("speed: Spark ML MinHashLSH, default driver memory")  # once: it is the slow one
-        runs[ML] = [_child("sparkml", timeout=args.sparkml_timeout, **ml)]
+        runs[ML] = [_child("sparkml", timeout=args.sparkml_timeout, cpus=2, **ml)]
         if runs[ML][0].get("error") and not runs[ML][0].get("timeout"):
             log(f"speed: Spark ML failed ({runs[ML][0]['error']}); again with a "
                 f"{BIG_DRIVER} driver")
-            runs[ML_BIG] = [_child("sparkml", timeout=args.sparkml_timeout,
+            runs[ML_BIG] = [_child("sparkml", timeout=args.sparkml_timeout, cpus=2,
                                    driver_memory=BIG_DRIVER, **ml)]
-    cores = {LOCAL: 1, "spark local[1]": 1, "spark local[2]": 2, WARM1: 1, WARM2: 2, FEW: 2,
-             ML: 2, ML_BIG: 2}
+    # an unpinned local[1] counts as one core, as a user would count it (it is not: see FREE1)
+    cores = {LOCAL: 1, DATASKETCH: 1, "spark local[1]": 1, "spark local[2]": 2, WARM1: 1,
+             WARM2: 2, FREE1: 1, FREE1_WARM: 1, FEW: 2, ML: 2, ML_BIG: 2}
     rows = {}
     for name, done in runs.items():
         ok = [r for r in done if not r.get("error")]
@@ -496,8 +534,8 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         capped_local = recluster(read_html_files(files), SketchParams(),
                                  DedupParams(threshold=args.threshold, cap=args.small_cap),
                                  out=fh, jobs=2)
-    capped_spark = _child("engine", master="local[2]", files=names, threshold=args.threshold,
-                          out=str(spark_out), cap=args.small_cap)
+    capped_spark = _child("engine", cpus=2, master="local[2]", files=names,
+                          threshold=args.threshold, out=str(spark_out), cap=args.small_cap)
     return {"documents": len(files), "pages": args.pages, "rows": rows,
             "differing": differing,
             "small_cap": {"cap": args.small_cap,
@@ -525,18 +563,19 @@ def _render_speed(speed: dict[str, Any], threshold: float,
     rows, documents = speed["rows"], speed["documents"]
     out = [(f"speed: {documents:,} documents ({speed['pages']:,} real pages and edited copies), "
             f"threshold {threshold} (medians)"),
-           (f"{'':<30}{'docs/s':>9}{'per core':>10}{'vs local/core':>15}"
+           (f"{'':<42}{'docs/s':>9}{'per core':>10}{'vs local/core':>15}"
             f"{'shuffle B/doc':>15}{'rounds':>8}")]
     base = rows[LOCAL].get("docs_per_s_per_core")
     for name, r in rows.items():
         if "error" in r:
-            out.append(f"{name:<30}  failed: {r['error']}")
+            out.append(f"{name:<42}  failed: {r['error']}")
             continue
         shuffle = r.get("shuffle_bytes")
         per_doc = "" if shuffle is None else f"{shuffle / r.get('documents', documents):,.0f}"
         ratio = f"{r['docs_per_s_per_core'] / base:>14.3f}×" if base else f"{'':>15}"
-        out.append(f"{name:<30}{r['docs_per_s']:>9.1f}{r['docs_per_s_per_core']:>10.1f}"
+        out.append(f"{name:<42}{r['docs_per_s']:>9.1f}{r['docs_per_s_per_core']:>10.1f}"
                    f"{ratio}{per_doc:>15}{r.get('rounds', ''):>8}")
+    sketch = rows.get(DATASKETCH, {})
     for label, (one, two) in (("first run in a fresh session",
                                (rows["spark local[1]"], rows["spark local[2]"])),
                               ("warm session", (rows.get(WARM1, {}), rows.get(WARM2, {})))):
@@ -545,7 +584,15 @@ def _render_speed(speed: dict[str, Any], threshold: float,
         out.append(f"{label}: scaling local[1] → local[2] "
                    f"{two['docs_per_s'] / one['docs_per_s']:.2f}× (goal ≥ 1.7×)"
                    + (f"; local[2] per core vs local per core "
-                      f"{two['docs_per_s_per_core'] / base:.3f}× (goal ≥ 0.5×)" if base else ""))
+                      f"{two['docs_per_s_per_core'] / base:.3f}× (goal ≥ 0.5×)" if base else "")
+                   + (f"; local[2] vs datasketch {two['docs_per_s'] / sketch['docs_per_s']:.2f}×"
+                      if "docs_per_s" in sketch else ""))
+        free = rows.get(FREE1 if label.startswith("first") else FREE1_WARM, {})
+        if "docs_per_s" in free:
+            out.append(f"    local[1] unpinned (its JVM on the other CPU): "
+                       f"{free['docs_per_s']:,.0f} docs/s, "
+                       f"{free['docs_per_s'] / one['docs_per_s']:.2f}× local[1] on one CPU; "
+                       f"local[2] against it {two['docs_per_s'] / free['docs_per_s']:.2f}×")
         cpu = rows[LOCAL].get("docs_per_cpu_s")
         if cpu and "docs_per_cpu_s" in one and "docs_per_cpu_s" in two:
             out.append(f"    documents per CPU-second (every process of each run): local "

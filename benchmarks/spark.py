@@ -14,8 +14,8 @@ that a distributed engine's throughput is measured rather than its start-up.
 
 **Speed** (documents per second, end to end: read, canonicalise, sketch, cluster, write
 clusters.jsonl; median of ``--repeats`` interleaved rounds). A row's cores are the CPUs it may
-run on: each run is pinned to that many (``sched_setaffinity``, inherited by the JVM and the
-Python workers), so that "per core" means per CPU used:
+run on: each run is pinned to that many (``taskset`` for a child, ``sched_setaffinity`` in
+process; the JVM and the Python workers inherit it), so that "per core" means per CPU used:
 
 * the local engine with 1 worker process, on 1 CPU (its documents/s per core);
 * datasketch's ``MinHash`` + ``MinHashLSH`` with the same greedy first-member rule

@@ -23,8 +23,8 @@ process; the JVM and the Python workers inherit it), so that "per core" means pe
   writes on one machine;
 * the Spark engine in ``local[1]`` on 1 CPU and ``local[2]`` on 2 (per core: documents/s over
   the cores), so the scaling from one core to two, and the ratio to the local engine per core;
-  and ``local[1]`` unpinned, as a user starts it on this machine: its JVM then runs beside its
-  one task on the other CPU, so it is not a one-core figure;
+  and ``local[1]`` unpinned, as a user starts it on this machine: its JVM's threads may then
+  run on the other CPU beside its one task, so it is not a one-core figure;
 * Spark ML as a Spark user reaches for it first: ``MinHashLSH`` (16 hash tables) over 5-word
   shingles (``HashingTF``), ``approxSimilarityJoin`` at Jaccard ≥ the threshold, in ``local[2]``
   with the default driver memory, once; if that fails (out of memory, say), its failure is
@@ -81,7 +81,7 @@ FEW = "spark local[2], Spark ML corpus"
 #: local engine's row is a median over runs in one process, so it is warm after its first)
 WARM1, WARM2 = "spark local[1], warm session", "spark local[2], warm session"
 DATASKETCH = "datasketch MinHashLSH, 1 process"
-#: local[1] without a CPU of its own: its JVM's threads take the machine's other CPU
+#: local[1] as a user starts it: its JVM's threads may run on the machine's other CPU
 FREE1, FREE1_WARM = "spark local[1], unpinned", "spark local[1], unpinned, warm session"
 
 
@@ -576,9 +576,10 @@ def _render_speed(speed: dict[str, Any], threshold: float,
         out.append(f"{name:<42}{r['docs_per_s']:>9.1f}{r['docs_per_s_per_core']:>10.1f}"
                    f"{ratio}{per_doc:>15}{r.get('rounds', ''):>8}")
     sketch = rows.get(DATASKETCH, {})
-    for label, (one, two) in (("first run in a fresh session",
-                               (rows["spark local[1]"], rows["spark local[2]"])),
-                              ("warm session", (rows.get(WARM1, {}), rows.get(WARM2, {})))):
+    for label, (one, two, free) in (
+            ("first run in a fresh session",
+             (rows["spark local[1]"], rows["spark local[2]"], rows.get(FREE1, {}))),
+            ("warm session", (rows.get(WARM1, {}), rows.get(WARM2, {}), rows.get(FREE1_WARM, {})))):
         if not one or not two or "error" in one or "error" in two:
             continue
         out.append(f"{label}: scaling local[1] → local[2] "
@@ -587,9 +588,8 @@ def _render_speed(speed: dict[str, Any], threshold: float,
                       f"{two['docs_per_s_per_core'] / base:.3f}× (goal ≥ 0.5×)" if base else "")
                    + (f"; local[2] vs datasketch {two['docs_per_s'] / sketch['docs_per_s']:.2f}×"
                       if "docs_per_s" in sketch else ""))
-        free = rows.get(FREE1 if label.startswith("first") else FREE1_WARM, {})
         if "docs_per_s" in free:
-            out.append(f"    local[1] unpinned (its JVM on the other CPU): "
+            out.append(f"    local[1] unpinned (free to use both CPUs): "
                        f"{free['docs_per_s']:,.0f} docs/s, "
                        f"{free['docs_per_s'] / one['docs_per_s']:.2f}× local[1] on one CPU; "
                        f"local[2] against it {two['docs_per_s'] / free['docs_per_s']:.2f}×")

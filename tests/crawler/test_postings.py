@@ -134,14 +134,37 @@ def test_a_template_fingerprint_is_cut_at_the_cap():
 
 def test_pack_round_trips_columns():
     a, b = np.arange(5, dtype=np.int64), -np.arange(5, dtype=np.int64) * (1 << 40)
-    blob = P.pack(a, b)
-    got = P.unpack([blob, blob], 2)
+    blobs = P.pack(a, b)
+    got = P.unpack(blobs + blobs, 2)
     assert got[0].tolist() == a.tolist() * 2 and got[1].tolist() == b.tolist() * 2
     assert [c.size for c in P.unpack([], 3)] == [0, 0, 0]
+    assert P.pack(np.empty(0, dtype=np.int64)) == []
+
+
+def test_pack_cuts_many_rows_into_blobs_under_the_limit():
+    rows = 3 * P.BLOB_BYTES // 16 + 7  # three full blobs of two columns, and a few rows more
+    a = np.arange(rows, dtype=np.int64)
+    blobs = P.pack(a, -a)
+    assert len(blobs) == 4 and max(map(len, blobs)) <= P.BLOB_BYTES
+    got = P.unpack(blobs, 2)
+    assert got[0].tolist() == a.tolist() and got[1].tolist() == (-a).tolist()
 
 
 def test_pack_bytes_round_trips_keyed_byte_strings():
     keys = np.array([5, -(1 << 62), 9], dtype=np.int64)
     got_keys, got = P.unpack_bytes(P.pack_bytes(keys, [b"sketch", b"", b"\x00\xff"]))
     assert got_keys.tolist() == keys.tolist() and got == [b"sketch", b"", b"\x00\xff"]
-    assert P.unpack_bytes(P.pack_bytes(np.empty(0, dtype=np.int64), []))[1] == []
+    assert P.pack_bytes(np.empty(0, dtype=np.int64), []) == []
+    assert P.unpack_bytes([])[1] == []
+
+
+def test_pack_bytes_cuts_blobs_under_the_limit_and_keeps_a_long_value_whole():
+    rng = np.random.default_rng(5)
+    values = [rng.bytes(int(n)) for n in rng.integers(0, 3000, size=400)]
+    values[100] = rng.bytes(2 * P.BLOB_BYTES)  # longer than a blob: a blob of its own
+    keys = np.arange(len(values), dtype=np.int64) * 7
+    blobs = P.pack_bytes(keys, values)
+    got_keys, got = P.unpack_bytes(blobs)
+    assert got_keys.tolist() == keys.tolist() and got == values
+    assert len(blobs) > 2
+    assert sum(len(b) > P.BLOB_BYTES for b in blobs) == 1  # only the long value's own

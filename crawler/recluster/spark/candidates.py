@@ -174,8 +174,9 @@ def _routed(kind: int, by: np.ndarray, columns: tuple[np.ndarray, ...], buckets:
     for b in range(buckets):
         lo, hi = starts[b], starts[b + 1]
         if hi > lo:
-            bucket.append(b)
-            data.append(pack(*(c[order[lo:hi]] for c in columns)))
+            blobs = pack(*(c[order[lo:hi]] for c in columns))
+            bucket += [b] * len(blobs)
+            data += blobs
     return _arrow_moved(bucket, [kind] * len(bucket), data)
 
 
@@ -221,8 +222,9 @@ def _spread(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
         for b in range(buckets):
             rows = order[starts[b] : starts[b + 1]]
             if rows.size:
-                bucket.append(b)
-                data.append(pack_bytes(key[rows], [sketches[i] for i in rows]))
+                blobs = pack_bytes(key[rows], [sketches[i] for i in rows])
+                bucket += [b] * len(blobs)
+                data += blobs
         yield _arrow_moved(bucket, [_SKETCH] * len(bucket), data)
 
     return run
@@ -269,8 +271,9 @@ def _verdicts(bound: float | None, buckets: int) -> Callable[[Iterable[Any]], It
         doc, _, _, least, den = unpack(got.get(_DOCUMENT, []), 5)
         d, e, hits, over = unpack(got.get(_MET, []), 4)
         d, e, hits, capped, keep = verdicts(d, e, hits, over, doc, least, den, bound)
-        yield _arrow_moved([home, home], [_TALLY, _KEPT],
-                           [tally(d, hits, capped, keep).tobytes(), pack(d[keep], e[keep])])
+        kept = pack(d[keep], e[keep])
+        yield _arrow_moved([home] * (1 + len(kept)), [_TALLY] + [_KEPT] * len(kept),
+                           [tally(d, hits, capped, keep).tobytes(), *kept])
         needed = np.unique(np.concatenate((d[keep], e[keep])))
         yield _routed(_WANTED, needed, (needed, np.full(needed.size, home)), buckets)
 
@@ -280,17 +283,18 @@ def _verdicts(bound: float | None, buckets: int) -> Callable[[Iterable[Any]], It
 def _serve(batches: Iterable[Any]) -> Iterator[Any]:
     """Each sketch asked for, to the home of every partition that asked (one blob per home)."""
     got, _ = _received(batches)
-    sketches: dict[int, bytes] = {}
-    for data in got.get(_SKETCH, []):
-        keys, values = unpack_bytes(data)
-        sketches.update(zip(keys.tolist(), values))
+    keys, values = unpack_bytes(got.get(_SKETCH, []))
+    sketches = dict(zip(keys.tolist(), values))
     key, home = unpack(got.get(_WANTED, []), 2)
     order = np.argsort(home, kind="stable")
     key, home = key[order], home[order]
     homes, starts = np.unique(home, return_index=True)
-    data = [pack_bytes(key[lo:hi], [sketches[k] for k in key[lo:hi].tolist()])
-            for lo, hi in zip(starts, [*starts[1:], home.size])]
-    yield _arrow_moved(homes.tolist(), [_SERVED] * len(data), data)
+    bucket, data = [], []
+    for to, lo, hi in zip(homes.tolist(), starts, [*starts[1:], home.size]):
+        blobs = pack_bytes(key[lo:hi], [sketches[k] for k in key[lo:hi].tolist()])
+        bucket += [to] * len(blobs)
+        data += blobs
+    yield _arrow_moved(bucket, [_SERVED] * len(data), data)
 
 
 def _prefer(threshold: float, containment: float | None) -> Callable[[Iterable[Any]], Iterator]:
@@ -300,10 +304,8 @@ def _prefer(threshold: float, containment: float | None) -> Callable[[Iterable[A
         import pyarrow as pa
 
         got, _ = _received(batches)
-        raw: dict[int, bytes] = {}  # this partition's sketches, parsed when first needed
-        for data in got.get(_SERVED, []):
-            keys, values = unpack_bytes(data)
-            raw.update(zip(keys.tolist(), values))
+        keys, values = unpack_bytes(got.get(_SERVED, []))
+        raw = dict(zip(keys.tolist(), values))  # this partition's sketches, parsed when needed
         parsed: dict[int, Any] = {}
 
         def sketch(key: int) -> Any:

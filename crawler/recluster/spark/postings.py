@@ -1,5 +1,5 @@
 """The candidate search's fingerprint work, on numpy arrays: what each step of
-:func:`crawler.recluster.spark.candidates.candidate_pairs` computes inside one partition.
+:class:`crawler.recluster.spark.candidates.Search` computes inside one partition.
 
 Spark moves the arrays between the steps (each step needs the rows of a fingerprint, or of a
 document, together); these functions do the work on them, vectorised, instead of a row at a
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "bucket_of", "indexed", "meet", "pack", "pack_bytes", "shared", "tally", "unpack",
+    "BLOB_BYTES", "bucket_of", "indexed", "meet", "pack", "pack_bytes", "shared", "tally", "unpack",
     "unpack_bytes", "verdicts",
 ]
 
@@ -27,9 +27,19 @@ def bucket_of(values: np.ndarray, buckets: int) -> np.ndarray:
     return ((mixed >> np.uint64(32)) % np.uint64(buckets)).astype(np.int64)
 
 
-def pack(*columns: np.ndarray) -> bytes:
-    """Equal-length int64 columns as one byte string (the rows Spark moves: a few per bucket)."""
-    return np.stack([np.asarray(c, dtype=np.int64) for c in columns]).tobytes()
+#: bytes of one packed blob at most. Spark copies a row into a buffer twice its size, and the
+#: JVM's G1 collector places any object of half a heap region or more (512 KB in the default
+#: 1 GB driver) in whole contiguous regions, which a full heap may not have: one blob per
+#: partition (tens of MB on 60,000 pages) ran the default driver out of memory
+BLOB_BYTES = 1 << 17
+
+
+def pack(*columns: np.ndarray) -> list[bytes]:
+    """Equal-length int64 columns as byte strings of at most :data:`BLOB_BYTES` each (the rows
+    Spark moves: a few per bucket); none for no rows."""
+    stacked = np.stack([np.asarray(c, dtype=np.int64) for c in columns])
+    step = max(1, BLOB_BYTES // (8 * len(columns)))
+    return [stacked[:, lo : lo + step].tobytes() for lo in range(0, stacked.shape[1], step)]
 
 
 def unpack(blobs: list[bytes], width: int) -> list[np.ndarray]:
@@ -40,21 +50,35 @@ def unpack(blobs: list[bytes], width: int) -> list[np.ndarray]:
     return list(np.concatenate(parts, axis=1))
 
 
-def pack_bytes(keys: np.ndarray, values: list[bytes]) -> bytes:
-    """Byte strings under int64 keys as one byte string: their count, the keys, where each
-    ends, then the bytes (sketches, moved a few blobs per bucket like the int64 columns)."""
-    ends = np.cumsum([len(v) for v in values], dtype=np.int64)
-    head = np.concatenate(([len(values)], np.asarray(keys, dtype=np.int64), ends))
-    return head.astype(np.int64).tobytes() + b"".join(values)
+def pack_bytes(keys: np.ndarray, values: list[bytes]) -> list[bytes]:
+    """Byte strings under int64 keys as blobs of about :data:`BLOB_BYTES` at most (one longer
+    value is a blob of its own): each holds its count, its keys, where each value ends, then
+    the bytes (sketches, moved a few blobs per bucket like the int64 columns)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    sizes = np.array([len(v) for v in values], dtype=np.int64)
+    total = np.cumsum(sizes + 16)  # a value's bytes, its key and its end, and all before it
+    blobs, lo = [], 0
+    while lo < len(values):
+        before = int(total[lo - 1]) if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(total, before + BLOB_BYTES, side="right")))
+        blob_ends = np.cumsum(sizes[lo:hi])
+        head = np.concatenate(([hi - lo], keys[lo:hi], blob_ends)).astype(np.int64)
+        blobs.append(head.tobytes() + b"".join(values[lo:hi]))
+        lo = hi
+    return blobs
 
 
-def unpack_bytes(data: bytes) -> tuple[np.ndarray, list[bytes]]:
-    """The keys and byte strings of one :func:`pack_bytes` blob."""
-    n = int(np.frombuffer(data, dtype=np.int64, count=1)[0])
-    head = np.frombuffer(data, dtype=np.int64, count=1 + 2 * n)
-    keys, ends = head[1 : 1 + n], head[1 + n :].tolist()
-    body = memoryview(data)[8 * (1 + 2 * n) :]
-    return keys, [bytes(body[a:b]) for a, b in zip([0, *ends[:-1]], ends)]
+def unpack_bytes(blobs: list[bytes]) -> tuple[np.ndarray, list[bytes]]:
+    """The keys and byte strings of every blob of :func:`pack_bytes`, concatenated."""
+    keys, values = [np.empty(0, dtype=np.int64)], []
+    for data in blobs:
+        n = int(np.frombuffer(data, dtype=np.int64, count=1)[0])
+        head = np.frombuffer(data, dtype=np.int64, count=1 + 2 * n)
+        ends = head[1 + n :].tolist()
+        body = memoryview(data)[8 * (1 + 2 * n) :]
+        keys.append(head[1 : 1 + n])
+        values += [bytes(body[a:b]) for a, b in zip([0, *ends[:-1]], ends)]
+    return np.concatenate(keys), values
 
 
 def _starts(sorted_keys: np.ndarray) -> np.ndarray:

@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 #: documents per partition of the clustering stages, unless --partitions says otherwise: a
 #: partition's sketches and fingerprint rows then fit a default executor's memory
 DOCUMENTS_PER_PARTITION = 20_000
-#: bytes of clusters.jsonl per row handed from the executors to the driver
-CHUNK = 1 << 20
+#: bytes of clusters.jsonl per row handed from the executors to the driver (small enough for
+#: the JVM to place anywhere in its heap, as :data:`~.postings.BLOB_BYTES` says)
+CHUNK = 1 << 17
 
 
 def recluster_spark(

@@ -172,6 +172,32 @@ def test_chains_of_near_duplicates_take_rounds_and_agree(spark, tmp_path):
     assert spark._jsparkSession.sharedState().cacheManager().isEmpty()
 
 
+def test_arrays_moved_in_many_blobs_agree(spark, tmp_path):
+    """In one partition, 3,000 documents' fingerprints, pairs and sketches far exceed one
+    blob of :data:`~crawler.recluster.spark.postings.BLOB_BYTES` (a larger one ran the default
+    driver out of memory): each step receives its arrays in many blobs and must still agree."""
+    from crawler.recluster.spark.postings import BLOB_BYTES
+
+    rng = random.Random(17)
+    docs = []
+    for base in range(300):
+        words = [f"w{rng.randrange(5000)}" for _ in range(200)]
+        for version in range(10):
+            docs.append((f"t{base}-{version}", list(words)))
+            words[rng.randrange(len(words))] = f"w{rng.randrange(5000)}"
+    rng.shuffle(docs)
+    path = write_jsonl(tmp_path / "many.jsonl", docs)
+    params, dedup = SketchParams(), DedupParams(threshold=0.9)
+    expected = io.StringIO()
+    local = recluster(read_jsonl([path]), params, dedup, out=expected, jobs=1)
+    got = io.StringIO()
+    result = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=got, partitions=1)
+    assert got.getvalue() == expected.getvalue()
+    assert local.stats["near_duplicate"] > 2000
+    # the pairs the one partition estimates (two int64 each) take more than one blob
+    assert result.stats["comparisons"] * 16 > BLOB_BYTES
+
+
 # --- WARC files, stores, and input that cannot be used -------------------------------------------
 
 

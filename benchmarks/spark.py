@@ -268,7 +268,7 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
 
     from benchmarks.recluster import synthetic_values
     from crawler.recluster.pool import SketchedDocument
-    from crawler.recluster.spark.run import DOCUMENTS_PER_PARTITION, cluster
+    from crawler.recluster.spark.run import cluster, default_partitions
     from crawler.recluster.spark.sketch import DOCUMENTS, SparkJob, document_row, record_batch
     from crawler.recluster.spark.tasks import document_key
     from dedup.params import DedupParams, SketchParams
@@ -277,8 +277,7 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
     session = _session(master)
     sc = session.sparkContext
     s, n, batch = 100, 1000, 1024
-    # as recluster_spark chooses: a partition per DOCUMENTS_PER_PARTITION, at least one per core
-    partitions = max(2, sc.defaultParallelism, -(-size // DOCUMENTS_PER_PARTITION))
+    partitions = default_partitions(sc.defaultParallelism, size)  # as recluster_spark does
     per_task = min(10_000, -(-size // partitions))  # at least a task per partition
     counts = [min(per_task, size - t * per_task) for t in range(-(-size // per_task))]
     job = SparkJob(SketchParams(), DedupParams(threshold=0.9), partitions)

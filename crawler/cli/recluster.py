@@ -111,7 +111,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "under spark-submit, the one spark-submit was given)")
     sp.add_argument("--partitions", type=int,
                     help="with --engine spark: partitions of the clustering stages "
-                         "(default: one per 20,000 documents, at least the cores)")
+                         "(default: one per 20,000 documents, at least the cores, rounded up "
+                         "to a multiple of them)")
     sp.add_argument("--output-format", choices=["jsonl", "parquet"], default="jsonl",
                     help="with --engine spark: jsonl (one file, as the local engine writes) "
                          "or parquet (a dataset directory at --output)")

@@ -27,7 +27,7 @@ from dedup.index import ClusterInfo
 from dedup.params import ContentArea, DedupParams, SketchParams
 from dedup.summary import ClusterSummary
 
-__all__ = ["DOCUMENTS_PER_PARTITION", "cluster", "recluster_spark"]
+__all__ = ["DOCUMENTS_PER_PARTITION", "cluster", "default_partitions", "recluster_spark"]
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,7 @@ def recluster_spark(
         if reason is not None:
             result.skipped[reason] += n
     if partitions is None:
-        default = session.sparkContext.defaultParallelism
-        partitions = max(2, default, -(-total // DOCUMENTS_PER_PARTITION))
+        partitions = default_partitions(session.sparkContext.defaultParallelism, total)
     job.partitions = partitions
     phase("read and sketch")
     # one input task per partition suits reading; the stages after want fewer, larger ones
@@ -102,6 +101,19 @@ def recluster_spark(
     cached.unpersist()
     result.seconds = time.perf_counter() - started
     return result
+
+
+def default_partitions(cores: int, documents: int) -> int:
+    """Partitions of the clustering stages, unless --partitions says: one per
+    :data:`DOCUMENTS_PER_PARTITION` documents, at least two and one per core, rounded up to a
+    multiple of the cores, so that no wave of tasks leaves a core idle (on 60,000 pages in
+    ``local[2]``, 4 partitions instead of 3 took a warm run from 57.5 to 53.1 s).
+
+    >>> default_partitions(2, 20_000), default_partitions(2, 60_000), default_partitions(1, 60_000)
+    (2, 4, 3)
+    """
+    wanted = max(2, cores, -(-documents // DOCUMENTS_PER_PARTITION))
+    return -(-wanted // cores) * cores
 
 
 class _Phases:
@@ -253,7 +265,8 @@ _PARQUET = ("position long, id string, cluster long, representative boolean, "
 
 
 def _rounded(batches: Iterable[Any]) -> Iterator[Any]:
-    """Resemblances rounded as clusters.jsonl writes them (:func:`~crawler.recluster.run._number`)."""
+    """Resemblances rounded as clusters.jsonl writes them
+    (:func:`~crawler.recluster.run._number`)."""
     import pyarrow as pa
 
     for batch in batches:

@@ -168,3 +168,7 @@ def test_pack_bytes_cuts_blobs_under_the_limit_and_keeps_a_long_value_whole():
     assert got_keys.tolist() == keys.tolist() and got == values
     assert len(blobs) > 2
     assert sum(len(b) > P.BLOB_BYTES for b in blobs) == 1  # only the long value's own
+    # a blob just full: 8 bytes of count, then 16 of key and end and 1,000 of bytes per value
+    fitting = (P.BLOB_BYTES - 8) // 1016
+    assert len(P.pack_bytes(np.arange(fitting), [b"x" * 1000] * fitting)) == 1
+    assert len(P.pack_bytes(np.arange(fitting + 1), [b"x" * 1000] * (fitting + 1))) == 2

@@ -281,7 +281,8 @@ def _verdicts(bound: float | None, buckets: int) -> Callable[[Iterable[Any]], It
 
 
 def _serve(batches: Iterable[Any]) -> Iterator[Any]:
-    """Each sketch asked for, to the home of every partition that asked (one blob per home)."""
+    """Each sketch asked for, to the home of every partition that asked (a few blobs per
+    home)."""
     got, _ = _received(batches)
     keys, values = unpack_bytes(got.get(_SKETCH, []))
     sketches = dict(zip(keys.tolist(), values))

@@ -51,16 +51,17 @@ def unpack(blobs: list[bytes], width: int) -> list[np.ndarray]:
 
 
 def pack_bytes(keys: np.ndarray, values: list[bytes]) -> list[bytes]:
-    """Byte strings under int64 keys as blobs of about :data:`BLOB_BYTES` at most (one longer
-    value is a blob of its own): each holds its count, its keys, where each value ends, then
-    the bytes (sketches, moved a few blobs per bucket like the int64 columns)."""
+    """Byte strings under int64 keys as blobs of at most :data:`BLOB_BYTES` (a longer value is
+    a blob of its own): each holds its count, its keys, where each value ends, then the bytes
+    (sketches, moved a few blobs per bucket like the int64 columns)."""
     keys = np.asarray(keys, dtype=np.int64)
     sizes = np.array([len(v) for v in values], dtype=np.int64)
     total = np.cumsum(sizes + 16)  # a value's bytes, its key and its end, and all before it
     blobs, lo = [], 0
     while lo < len(values):
         before = int(total[lo - 1]) if lo else 0
-        hi = max(lo + 1, int(np.searchsorted(total, before + BLOB_BYTES, side="right")))
+        room = before + BLOB_BYTES - 8  # the blob's count takes 8 bytes
+        hi = max(lo + 1, int(np.searchsorted(total, room, side="right")))
         blob_ends = np.cumsum(sizes[lo:hi])
         head = np.concatenate(([hi - lo], keys[lo:hi], blob_ends)).astype(np.int64)
         blobs.append(head.tobytes() + b"".join(values[lo:hi]))

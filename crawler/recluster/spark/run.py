@@ -20,6 +20,7 @@ from crawler.recluster.pool import SketchedDocument, sketch_source
 from crawler.recluster.run import ReclusterResult, _line, _number
 from crawler.recluster.spark.candidates import Search, split_copies
 from crawler.recluster.spark.greedy import greedy_rounds
+from crawler.recluster.spark.postings import BLOB_BYTES
 from crawler.recluster.spark.sketch import SparkJob, documents
 from crawler.recluster.spark.tasks import RECORD_BITS, Task
 from dedup.cluster import KINDS, Assignment, Decision
@@ -34,9 +35,9 @@ log = logging.getLogger(__name__)
 #: documents per partition of the clustering stages, unless --partitions says otherwise: a
 #: partition's sketches and fingerprint rows then fit a default executor's memory
 DOCUMENTS_PER_PARTITION = 20_000
-#: bytes of clusters.jsonl per row handed from the executors to the driver (small enough for
-#: the JVM to place anywhere in its heap, as :data:`~.postings.BLOB_BYTES` says)
-CHUNK = 1 << 17
+#: bytes of clusters.jsonl per row handed from the executors to the driver: as small as a
+#: packed array, for the same reason (:data:`~.postings.BLOB_BYTES`)
+CHUNK = BLOB_BYTES
 
 
 def recluster_spark(

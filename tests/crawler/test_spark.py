@@ -201,6 +201,33 @@ def test_arrays_moved_in_many_blobs_agree(spark, tmp_path):
 # --- WARC files, stores, and input that cannot be used -------------------------------------------
 
 
+@pytest.mark.parametrize("partitions", [1, 2, 3, 6, 50])
+def test_each_bucket_reaches_its_partition_and_partitions_get_equal_shares(spark, partitions):
+    """The search's buckets travel under routes (:mod:`crawler.recluster.spark.routes`) so that
+    Spark's hash partitioning gives every partition the same number of them (its own hash of
+    the bucket numbers gives 12 and 20 of 32 to two partitions). Checked against Spark itself:
+    its ``hash``, and where ``repartition`` really puts each route."""
+    import numpy as np
+
+    from crawler.recluster.spark.routes import routes, spark_partition
+
+    values = [*range(-300, 3000), 2**31 - 1, -(2**31)]
+    frame = spark.createDataFrame([(v,) for v in values], "b int")
+    spark_says = [r.p for r in frame.selectExpr(f"pmod(hash(b), {partitions}) AS p").collect()]
+    assert spark_partition(np.array(values), partitions).tolist() == spark_says
+
+    buckets = 16 * partitions
+    route = routes(buckets, partitions)
+    assert len(set(route.tolist())) == buckets
+    placed = (
+        spark.createDataFrame([(int(r), b) for b, r in enumerate(route)], "bucket int, b int")
+        .repartition(partitions, "bucket")
+        .selectExpr("b", "spark_partition_id() AS p")
+        .collect()
+    )
+    assert sorted((row.b, row.p) for row in placed) == [(b, b % partitions) for b in range(buckets)]
+
+
 def test_warc_store_and_html_inputs_with_bad_records(spark, tmp_path, capsys):
     warc, _ = warc_pages(tmp_path)
     # a second WARC that breaks off: its first records count, the break is one skipped document

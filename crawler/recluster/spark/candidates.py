@@ -42,6 +42,7 @@ from crawler.recluster.spark.postings import (
     unpack_bytes,
     verdicts,
 )
+from crawler.recluster.spark.routes import routes
 from crawler.recluster.spark.sketch import SparkJob
 from dedup.estimators import estimate
 from dedup.sketches import sketch_from_bytes
@@ -89,17 +90,15 @@ class Search:
     """
 
     def __init__(self, leaders: Any, job: SparkJob) -> None:
-        from pyspark.sql import functions as F
-
         partitions = job.partitions
-        buckets = partitions * _BUCKETS_PER_PARTITION
+        buckets = routes(partitions * _BUCKETS_PER_PARTITION, partitions)
         bound = None
         if job.need <= 0:
             containment = job.dedup.containment
             bound = job.dedup.threshold if containment is None else min(job.dedup.threshold, containment)
 
         def of(frame: Any, kind: int) -> Any:
-            return frame.where(F.col("kind") == kind)
+            return frame.where(f"kind = {kind}")  # SQL text: one round trip to the JVM
 
         def moved(*frames: Any) -> Any:
             union = frames[0]
@@ -140,7 +139,8 @@ class Search:
 #: what Spark moves between the steps: packed int64 columns (:func:`.postings.pack`) or
 #: sketches (:func:`.postings.pack_bytes`) bound for a bucket
 _MOVED = "bucket int, kind byte, data binary"
-#: buckets per partition: Spark hashes a bucket to a partition, and many buckets even them out
+#: buckets per partition: a bucket travels to its partition under its route (:mod:`.routes`);
+#: many small buckets let a skewed fingerprint or document weigh little
 _BUCKETS_PER_PARTITION = 16
 #: the kinds of moved arrays: (d, f) of every leader; (d, size, k, least, den) of every
 #: leader; (d, f, count) of shared fingerprints, to their document; (d, f) of shared
@@ -161,27 +161,32 @@ def _arrow_moved(bucket: list[int], kind: list[int], data: list[bytes]) -> Any:
         names=["bucket", "kind", "data"])
 
 
-def _cut(where: np.ndarray, buckets: int) -> tuple[np.ndarray, np.ndarray]:
-    """The order that sorts rows by bucket, and where each bucket starts in it."""
+def _cut(by: np.ndarray, buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The order that sorts rows by the bucket of ``by``, and where each bucket starts in it;
+    ``buckets`` holds each bucket's route (:func:`.routes.routes`)."""
+    where = bucket_of(by, buckets.size)
     order = np.argsort(where, kind="stable")
-    return order, np.searchsorted(where[order], np.arange(buckets + 1))
+    return order, np.searchsorted(where[order], np.arange(buckets.size + 1))
 
 
-def _routed(kind: int, by: np.ndarray, columns: tuple[np.ndarray, ...], buckets: int) -> Any:
-    """One Arrow batch: the rows of ``columns`` cut by the bucket of ``by``, packed."""
-    order, starts = _cut(bucket_of(by, buckets), buckets)
+def _routed(
+    kind: int, by: np.ndarray, columns: tuple[np.ndarray, ...], buckets: np.ndarray
+) -> Any:
+    """One Arrow batch: the rows of ``columns`` cut by the bucket of ``by``, packed, each blob
+    under its bucket's route."""
+    order, starts = _cut(by, buckets)
     bucket, data = [], []
-    for b in range(buckets):
+    for b, route in enumerate(buckets.tolist()):
         lo, hi = starts[b], starts[b + 1]
         if hi > lo:
             blobs = pack(*(c[order[lo:hi]] for c in columns))
-            bucket += [b] * len(blobs)
+            bucket += [route] * len(blobs)
             data += blobs
     return _arrow_moved(bucket, [kind] * len(bucket), data)
 
 
 def _received(batches: Iterable[Any]) -> tuple[dict[int, list[bytes]], int]:
-    """The blobs that reached this partition, by kind, and its *home*: the least bucket among
+    """The blobs that reached this partition, by kind, and its *home*: the least route among
     them, which Spark sends to this same partition again when it repartitions the same way."""
     got: dict[int, list[bytes]] = {}
     home = None
@@ -194,7 +199,7 @@ def _received(batches: Iterable[Any]) -> tuple[dict[int, list[bytes]], int]:
     return got, 0 if home is None else home
 
 
-def _spread(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
+def _spread(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         keys, sizes, ks, leasts, dens, held, sketches = [], [], [], [], [], [], []
         for batch in batches:
@@ -217,20 +222,20 @@ def _spread(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
         yield _routed(_HELD, f, (d, f), buckets)
         yield _routed(_DOCUMENT, key, (key, np.concatenate(sizes), np.concatenate(ks),
                                        np.concatenate(leasts), np.concatenate(dens)), buckets)
-        order, starts = _cut(bucket_of(key, buckets), buckets)
+        order, starts = _cut(key, buckets)
         bucket, data = [], []
-        for b in range(buckets):
+        for b, route in enumerate(buckets.tolist()):
             rows = order[starts[b] : starts[b + 1]]
             if rows.size:
                 blobs = pack_bytes(key[rows], [sketches[i] for i in rows])
-                bucket += [b] * len(blobs)
+                bucket += [route] * len(blobs)
                 data += blobs
         yield _arrow_moved(bucket, [_SKETCH] * len(bucket), data)
 
     return run
 
 
-def _count(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
+def _count(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         d, f = unpack(_received(batches)[0].get(_HELD, []), 2)
         d, f, count = shared(d, f)
@@ -240,7 +245,7 @@ def _count(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
     return run
 
 
-def _index(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
+def _index(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         got, _ = _received(batches)
         doc, size, k, _, _ = unpack(got.get(_DOCUMENT, []), 5)
@@ -251,7 +256,7 @@ def _index(buckets: int) -> Callable[[Iterable[Any]], Iterator]:
     return run
 
 
-def _meet(buckets: int, cap: int) -> Callable[[Iterable[Any]], Iterator]:
+def _meet(buckets: np.ndarray, cap: int) -> Callable[[Iterable[Any]], Iterator]:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         got, _ = _received(batches)
         d, f = unpack(got.get(_MEMBER, []), 2)
@@ -262,7 +267,7 @@ def _meet(buckets: int, cap: int) -> Callable[[Iterable[Any]], Iterator]:
     return run
 
 
-def _verdicts(bound: float | None, buckets: int) -> Callable[[Iterable[Any]], Iterator]:
+def _verdicts(bound: float | None, buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
     """The pairs to estimate stay at this partition's home, with its counters; the sketches
     they need are asked for from their keys' buckets, once each."""
 

@@ -13,6 +13,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 from crawler.recluster.inputs import SourceDocument
@@ -57,8 +58,6 @@ def recluster_spark(
     input order) or a Parquet dataset to ``parquet``. Same result as the local engine's
     (:func:`crawler.recluster.run.recluster`), HTML read with the content area ``area``.
     ``stretch``: pending documents per range of a greedy round (fewer: more rounds)."""
-    from pyspark.sql import functions as F
-
     if dedup.representative == "popular":
         raise ValueError("the 'popular' representative is not available on Spark")
     started = time.perf_counter()
@@ -83,21 +82,26 @@ def recluster_spark(
     cached, docs = docs, docs.coalesce(partitions)
     clustered = cluster(session, docs, job)
     rows = clustered.rows.persist()
-    result.summary, kinds = _summary(rows)
-    clustered.release()
     phase("cluster")
+    # the summary's small jobs run beside the write's, on the cores the write leaves idle (the
+    # driver plans one while the other runs); the first to need a partition of rows caches it
+    with ThreadPoolExecutor(1) as beside:
+        summary = beside.submit(_summary, rows)
+        ordered = rows.join(docs.select("key", "id"), "key").orderBy("key")
+        if parquet is not None:
+            ordered.selectExpr(
+                "key AS position", "id", "cluster", "representative", "r AS resemblance",
+                "kind AS decision",
+            ).mapInArrow(_rounded, _PARQUET).write.mode("overwrite").parquet(parquet)
+        if out is not None:
+            # the next partition is computed while this one is written
+            text = ordered.mapInArrow(_lines, "text string")
+            for chunk in text.toLocalIterator(prefetchPartitions=True):
+                out.write(chunk.text)
+        result.summary, kinds = summary.result()
+    clustered.release()
     result.stats = {"documents": result.summary.documents, **kinds, **clustered.stats}
-    ordered = rows.join(docs.select("key", "id"), "key").orderBy("key")
-    if parquet is not None:
-        ordered.select(
-            F.col("key").alias("position"), "id", "cluster", "representative",
-            F.col("r").alias("resemblance"),
-            F.col("kind").alias("decision"),
-        ).mapInArrow(_rounded, _PARQUET).write.mode("overwrite").parquet(parquet)
-    if out is not None:
-        for chunk in ordered.mapInArrow(_lines, "text string").toLocalIterator():
-            out.write(chunk.text)
-    phase("write")
+    phase("summary and write")
     rows.unpersist()
     cached.unpersist()
     result.seconds = time.perf_counter() - started
@@ -213,13 +217,13 @@ def _summary(rows: Any) -> tuple[ClusterSummary, dict[str, int]]:
     :class:`~dedup.summary.ClusterSummary`'s."""
     from pyspark.sql import functions as F
 
-    decided = [F.sum((F.col("kind") == kind).cast("long")).alias(kind) for kind in KINDS]
+    # SQL text, not Column objects: each Column is a round trip to the JVM
+    decided = [F.expr(f"sum(CAST(kind = '{kind}' AS LONG)) AS {kind}") for kind in KINDS]
     shapes = (
         rows.groupBy("cluster")
-        .agg(F.count("*").alias("size"), F.min(F.col("identical").cast("int")).alias("same"),
-             *decided)
+        .agg(F.expr("count(*) AS size"), F.expr("min(CAST(identical AS INT)) AS same"), *decided)
         .groupBy("size", "same")
-        .agg(F.count("*").alias("n"), *(F.sum(kind).alias(kind) for kind in KINDS))
+        .agg(F.expr("count(*) AS n"), *(F.expr(f"sum({kind}) AS {kind}") for kind in KINDS))
         .collect()
     )
     total: Counter[str] = Counter()

@@ -268,7 +268,7 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
 
     from benchmarks.recluster import synthetic_values
     from crawler.recluster.pool import SketchedDocument
-    from crawler.recluster.spark.run import cluster, default_partitions
+    from crawler.recluster.spark.run import Plan, cluster, default_partitions
     from crawler.recluster.spark.sketch import DOCUMENTS, SparkJob, document_row, record_batch
     from crawler.recluster.spark.tasks import document_key
     from dedup.params import DedupParams, SketchParams
@@ -305,7 +305,7 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
     made.count()  # made before the clock starts: only clustering is timed
     before = _shuffle_bytes(session)
     started = time.perf_counter()
-    clustered = cluster(session, made.coalesce(partitions), job)
+    clustered = cluster(session, Plan(session, made, job))
     kinds = dict(clustered.rows.groupBy("kind").count().collect())
     seconds = time.perf_counter() - started
     return {"size": size, "seconds": seconds, "us_per_doc": seconds / size * 1e6,

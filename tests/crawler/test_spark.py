@@ -201,6 +201,23 @@ def test_arrays_moved_in_many_blobs_agree(spark, tmp_path):
 # --- WARC files, stores, and input that cannot be used -------------------------------------------
 
 
+def test_a_plan_made_for_other_partitions_is_made_again_and_agrees(spark, tmp_path, caplog):
+    """The clustering stages are planned while the documents are sketched, for the partitions
+    the tasks suggest (a JSON Lines file counts as 1,024 documents): 60 small files suggest
+    four partitions where their few hundred documents want two, so the plan is made again."""
+    docs, _ = truth_corpus(seed=5, mixed=20, identical=5, singles=20)
+    paths = [write_jsonl(tmp_path / f"part-{i:02d}.jsonl", docs[i::60]) for i in range(60)]
+    params, dedup = SketchParams(), DedupParams(threshold=0.8)
+    expected = io.StringIO()
+    recluster(read_jsonl(paths), params, dedup, out=expected, jobs=1)
+    got = io.StringIO()
+    with caplog.at_level("DEBUG", logger="crawler.recluster.spark.run"):
+        recluster_spark(spark, tasks(jsonl=paths), params, dedup, out=got)
+    assert "planned for 4 partitions" in caplog.text and "want 2: planned again" in caplog.text
+    assert got.getvalue() == expected.getvalue()
+    assert len(expected.getvalue().splitlines()) == len(docs) > 60
+
+
 @pytest.mark.parametrize("partitions", [1, 2, 3, 6, 50])
 def test_each_bucket_reaches_its_partition_and_partitions_get_equal_shares(spark, partitions):
     """The search's buckets travel under routes (:mod:`crawler.recluster.spark.routes`) so that

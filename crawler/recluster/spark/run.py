@@ -23,13 +23,16 @@ from crawler.recluster.spark.candidates import Search, split_copies
 from crawler.recluster.spark.greedy import greedy_rounds
 from crawler.recluster.spark.postings import BLOB_BYTES
 from crawler.recluster.spark.sketch import SparkJob, documents
-from crawler.recluster.spark.tasks import RECORD_BITS, Task
+from crawler.recluster.spark.tasks import RECORD_BITS, TASK_DOCUMENTS, Task
 from dedup.cluster import KINDS, Assignment, Decision
 from dedup.index import ClusterInfo
 from dedup.params import ContentArea, DedupParams, SketchParams
 from dedup.summary import ClusterSummary
 
-__all__ = ["DOCUMENTS_PER_PARTITION", "cluster", "default_partitions", "recluster_spark"]
+__all__ = [
+    "DOCUMENTS_PER_PARTITION", "Plan", "cluster", "default_partitions", "expected_documents",
+    "recluster_spark",
+]
 
 log = logging.getLogger(__name__)
 
@@ -64,23 +67,32 @@ def recluster_spark(
     job = SparkJob(params, dedup, partitions or 0, sketch, area)
     if stretch is not None:
         job.stretch = stretch
-    docs = documents(session, work, job).persist()
+    cached = documents(session, work, job).persist()
     result = ReclusterResult(ClusterSummary())
     phase = _Phases()
-    # one pass over the sketched documents: how many there are, and why any were skipped
-    total = 0
-    for reason, n in docs.groupBy("skip").count().collect():
-        total += n
-        if reason is not None:
-            result.skipped[reason] += n
-    if partitions is None:
-        partitions = default_partitions(session.sparkContext.defaultParallelism, total)
-    job.partitions = partitions
+    cores = session.sparkContext.defaultParallelism
+    with ThreadPoolExecutor(1) as beside:
+        # one pass over the sketched documents: how many there are, and why any were skipped.
+        # Meanwhile the driver makes the clustering stages' plan (most of a second of its
+        # time, with every core otherwise idle if it came after), for the partitions the
+        # tasks suggest; only if the count asks for other partitions is it made again.
+        counted = beside.submit(lambda: cached.groupBy("skip").count().collect())
+        job.partitions = partitions or default_partitions(cores, expected_documents(work))
+        plan = Plan(session, cached, job)
+        total = 0
+        for reason, n in counted.result():
+            total += n
+            if reason is not None:
+                result.skipped[reason] += n
+    if partitions is None and default_partitions(cores, total) != job.partitions:
+        log.debug("planned for %d partitions, %d documents want %d: planned again",
+                  job.partitions, total, default_partitions(cores, total))
+        plan.drop()
+        job.partitions = default_partitions(cores, total)
+        plan = Plan(session, cached, job)
     phase("read and sketch")
-    # one input task per partition suits reading; the stages after want fewer, larger ones
-    # (a task costs the scheduler tens of milliseconds, however little it holds)
-    cached, docs = docs, docs.coalesce(partitions)
-    clustered = cluster(session, docs, job)
+    docs = plan.docs
+    clustered = cluster(session, plan)
     rows = clustered.rows.persist()
     phase("cluster")
     # the summary's small jobs run beside the write's, on the cores the write leaves idle (the
@@ -106,6 +118,17 @@ def recluster_spark(
     cached.unpersist()
     result.seconds = time.perf_counter() - started
     return result
+
+
+def expected_documents(work: list[Task]) -> int:
+    """How many documents ``work`` holds, as far as its tasks tell before reading: an HTML or
+    store task names its documents; a WARC or JSON Lines file is counted as one task's worth
+    (:data:`~.tasks.TASK_DOCUMENTS`).
+
+    >>> expected_documents([Task(0, "html", items=("a.html", "b.html")), Task(1, "warc", "x.warc")])
+    1026
+    """
+    return sum(len(task.items) or TASK_DOCUMENTS for task in work)
 
 
 def default_partitions(cores: int, documents: int) -> int:
@@ -153,23 +176,43 @@ class Clustered:
 ROWS = "key long, cluster long, representative boolean, r double, kind string, identical boolean"
 
 
-def cluster(session: Any, docs: Any, job: SparkJob) -> Clustered:
-    """The clustering stages on a documents DataFrame (:data:`~.sketch.DOCUMENTS`)."""
-    session.conf.set("spark.sql.shuffle.partitions", str(job.partitions))
+class Plan:
+    """The clustering stages up to the candidates' preferences, planned and not yet run: the
+    documents cut into ``job.partitions``, the leaders and copies, the search. Making it takes
+    the driver hundreds of round trips to the JVM, so a run makes it while the documents are
+    still being sketched."""
+
+    def __init__(self, session: Any, docs: Any, job: SparkJob) -> None:
+        session.conf.set("spark.sql.shuffle.partitions", str(job.partitions))
+        # one input task per partition suits reading; the stages after want fewer, larger
+        # ones (a task costs the scheduler tens of milliseconds, however little it holds)
+        self.job = job
+        self.docs = docs.coalesce(job.partitions)
+        self.leaders, copies = split_copies(self.docs)
+        self.copies = copies.persist()
+        self.search = Search(self.leaders, job)
+
+    def drop(self) -> None:
+        """Unpersist what the plan would have cached (a plan that will not run)."""
+        self.search.release()
+        self.copies.unpersist()
+
+
+def cluster(session: Any, plan: Plan) -> Clustered:
+    """The clustering stages, run: from a documents DataFrame (:data:`~.sketch.DOCUMENTS`) as
+    planned in ``plan`` to a row per document."""
     phase = _Phases()
-    leaders, copies = split_copies(docs)
-    copies = copies.persist()
-    search = Search(leaders, job)
+    job, search = plan.job, plan.search
     stats = search.stats()
     phase("candidates")
     prefs = search.preferences.localCheckpoint()
     search.release()
     phase("estimates")
-    decisions, rounds = greedy_rounds(leaders, prefs, job.partitions, job.stretch)
+    decisions, rounds = greedy_rounds(plan.leaders, prefs, job.partitions, job.stretch)
     phase("greedy rounds")
-    rows = _numbered(session, decisions, copies)
+    rows = _numbered(session, decisions, plan.copies)
     stats["rounds"] = rounds
-    return Clustered(rows, stats, [copies])
+    return Clustered(rows, stats, [plan.copies])
 
 
 def _numbered(session: Any, decisions: Any, copies: Any) -> Any:

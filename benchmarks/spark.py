@@ -305,7 +305,7 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
     made.count()  # made before the clock starts: only clustering is timed
     before = _shuffle_bytes(session)
     started = time.perf_counter()
-    clustered = cluster(session, Plan(session, made, job))
+    clustered = cluster(Plan(session, made, job))
     kinds = dict(clustered.rows.groupBy("kind").count().collect())
     seconds = time.perf_counter() - started
     return {"size": size, "seconds": seconds, "us_per_doc": seconds / size * 1e6,

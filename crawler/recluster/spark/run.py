@@ -92,7 +92,7 @@ def recluster_spark(
         plan = Plan(session, cached, job)
     phase("read and sketch")
     docs = plan.docs
-    clustered = cluster(session, plan)
+    clustered = cluster(plan)
     rows = clustered.rows.persist()
     phase("cluster")
     # the summary's small jobs run beside the write's, on the cores the write leaves idle (the
@@ -198,7 +198,7 @@ class Plan:
         self.copies.unpersist()
 
 
-def cluster(session: Any, plan: Plan) -> Clustered:
+def cluster(plan: Plan) -> Clustered:
     """The clustering stages, run: from a documents DataFrame (:data:`~.sketch.DOCUMENTS`) as
     planned in ``plan`` to a row per document."""
     phase = _Phases()
@@ -210,12 +210,12 @@ def cluster(session: Any, plan: Plan) -> Clustered:
     phase("estimates")
     decisions, rounds = greedy_rounds(plan.leaders, prefs, job.partitions, job.stretch)
     phase("greedy rounds")
-    rows = _numbered(session, decisions, plan.copies)
+    rows = _numbered(decisions, plan.copies)
     stats["rounds"] = rounds
     return Clustered(rows, stats, [plan.copies])
 
 
-def _numbered(session: Any, decisions: Any, copies: Any) -> Any:
+def _numbered(decisions: Any, copies: Any) -> Any:
     """:data:`ROWS` from the leaders' decisions and the exact copies."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -223,11 +223,12 @@ def _numbered(session: Any, decisions: Any, copies: Any) -> Any:
     decisions = decisions.localCheckpoint()
     kept = decisions.where("kind = 'kept'").select(
         "key", F.shiftright("key", RECORD_BITS).alias("task"))
-    before, offsets = 0, []
-    for task, n in sorted(kept.groupBy("task").count().collect()):
-        offsets.append((task, before))
-        before += n
-    starts = F.broadcast(session.createDataFrame(offsets, "task long, offset long"))
+    # each task's first id: the kept documents of the tasks before it, a running sum over one
+    # row per task (so the window's single partition is small), computed in Spark rather
+    # than collected and sent back by the driver
+    before = Window.orderBy("task").rowsBetween(Window.unboundedPreceding, -1)
+    starts = F.broadcast(kept.groupBy("task").count().select(
+        "task", F.coalesce(F.sum("count").over(before), F.lit(0)).alias("offset")))
     in_task = Window.partitionBy("task").orderBy("key")
     ids = kept.join(starts, "task").select(
         F.col("key").alias("rep_key"),

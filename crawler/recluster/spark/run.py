@@ -84,11 +84,12 @@ def recluster_spark(
             total += n
             if reason is not None:
                 result.skipped[reason] += n
-    if partitions is None and default_partitions(cores, total) != job.partitions:
+    wanted = partitions or default_partitions(cores, total)
+    if wanted != job.partitions:
         log.debug("planned for %d partitions, %d documents want %d: planned again",
-                  job.partitions, total, default_partitions(cores, total))
+                  job.partitions, total, wanted)
         plan.drop()
-        job.partitions = default_partitions(cores, total)
+        job.partitions = wanted
         plan = Plan(session, cached, job)
     phase("read and sketch")
     docs = plan.docs
@@ -184,9 +185,9 @@ class Plan:
 
     def __init__(self, session: Any, docs: Any, job: SparkJob) -> None:
         session.conf.set("spark.sql.shuffle.partitions", str(job.partitions))
+        self.job = job
         # one input task per partition suits reading; the stages after want fewer, larger
         # ones (a task costs the scheduler tens of milliseconds, however little it holds)
-        self.job = job
         self.docs = docs.coalesce(job.partitions)
         self.leaders, copies = split_copies(self.docs)
         self.copies = copies.persist()

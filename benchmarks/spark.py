@@ -46,6 +46,12 @@ compared with the local engine's line by line (they should agree, also under a s
 boilerplate cap), and its shuffle (bytes written by every stage, from Spark's own metrics) and
 its number of greedy rounds are reported.
 
+**This machine's ceiling.** Two CPUs of a machine do not always do twice one CPU's work:
+busy together, they share caches, memory bandwidth and, on a virtual machine, a host. So the
+local engine (one process, no Spark) runs on the corpus's first 5,000 documents alone on one
+CPU, then twice at once, one per CPU, ``--repeats`` times: two at once against one alone is
+the most a scaling from one core to two can reach here (:func:`ceiling`).
+
 **Scale.** The clustering stages alone (exact duplicates, candidates, estimates, greedy rounds,
 cluster ids) on synthetic MIN_100 sketches made in the executors (random values; a planted
 fraction are near copies of an earlier document,
@@ -263,6 +269,16 @@ def child_startup(master: str) -> dict[str, Any]:
     return {"master": master, "session": created, "first_task": first, "later_task": again}
 
 
+def child_local(files: str, threshold: float, out: str) -> dict[str, Any]:
+    """The local engine, one worker process, once (for :func:`ceiling`)."""
+    from benchmarks.recluster import run_ours
+
+    names = [Path(f) for f in json.loads(Path(files).read_text())]
+    cpu = tree_cpu()
+    seconds = run_ours(names, Path(out), threshold, 1)
+    return {"seconds": seconds, "cpu_seconds": tree_cpu() - cpu, "documents": len(names)}
+
+
 def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, Any]:
     import numpy as np
 
@@ -314,17 +330,20 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
 
 
 CHILDREN = {"engine": child_engine, "sparkml": child_sparkml, "startup": child_startup,
-            "scale": child_scale}
+            "scale": child_scale, "local": child_local}
 
 
 def _child(kind: str, timeout: float | None = None, cpus: int | None = None,
-           **kwargs: Any) -> dict[str, Any]:
+           on: set[int] | None = None, **kwargs: Any) -> dict[str, Any]:
     """Run one child in a process group of its own (its JVM and Python workers with it), on
-    ``cpus`` CPUs (None: all); its result as a dict, or ``{"error": ...}``. A JVM that ran out
-    of memory names the error on its own output only: it is added to the child's error."""
+    ``cpus`` CPUs, or on the CPUs ``on`` (None: all); its result as a dict, or
+    ``{"error": ...}``. A JVM that ran out of memory names the error on its own output only:
+    it is added to the child's error."""
     command = [sys.executable, "-m", "benchmarks.spark", "--child", json.dumps([kind, kwargs])]
-    if cpus is not None:
-        command = ["taskset", "--cpu-list", ",".join(map(str, sorted(cpu_set(cpus)))), *command]
+    if on is None and cpus is not None:
+        on = cpu_set(cpus)
+    if on is not None:
+        command = ["taskset", "--cpu-list", ",".join(map(str, sorted(on))), *command]
     child = subprocess.Popen(command, cwd=_REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, start_new_session=True)
     try:
@@ -487,6 +506,7 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             runs[warm].append(run if run.get("error") else
                               {**run, "seconds": run["warm_seconds"],
                                "cpu_seconds": run["warm_cpu_seconds"]})
+    ceiling_runs = ceiling(files, args.threshold, work, args.repeats)
     if not args.skip_sparkml and args.sparkml_documents:
         # on a prefix of the corpus that Spark ML can finish: both engines, same documents
         few = str(work / "few.json")
@@ -536,13 +556,50 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     capped_spark = _child("engine", cpus=2, master="local[2]", files=names,
                           threshold=args.threshold, out=str(spark_out), cap=args.small_cap)
     return {"documents": len(files), "pages": args.pages, "rows": rows,
-            "differing": differing,
+            "ceiling": ceiling_runs, "differing": differing,
             "small_cap": {"cap": args.small_cap,
                           "differing_lines": differing_lines(local_out, spark_out),
                           **decided_differently(local_out, spark_out),
                           "capped_local": capped_local.stats["capped"],
                           "capped_spark": capped_spark.get("capped"),
                           "error": capped_spark.get("error")}}
+
+
+def ceiling(files: list[Path], threshold: float, work: Path, repeats: int,
+            documents: int = 5_000) -> dict[str, Any]:
+    """What two CPUs of this machine give two single-CPU jobs at once: the local engine (one
+    process, no Spark) on the corpus's first ``documents``, alone on one CPU, then two copies
+    at once, one on each CPU. Their speed-up over one alone is the most any 1 → 2 core
+    scaling can reach here, Spark's or another engine's: whatever two busy CPUs share (caches,
+    memory bandwidth, a host's other guests) slows both."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = work / "ceiling.json"
+    names.write_text(json.dumps([str(f) for f in files[:documents]]))
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    if len(cpus) < 2:
+        return {"error": "fewer than 2 CPUs"}
+
+    def once(cpu: int) -> dict[str, Any]:
+        return _child("local", on={cpu}, files=str(names), threshold=threshold,
+                      out=str(work / f"ceiling-{cpu}.jsonl"))
+
+    alone, together = [], []
+    for round_ in range(repeats):
+        log(f"ceiling: the local engine alone, then two at once, {round_ + 1} of {repeats}")
+        alone.append(once(cpus[0]))
+        with ThreadPoolExecutor(2) as pool:
+            together.append(list(pool.map(once, cpus)))
+    failed = [r for r in [*alone, *sum(together, [])] if r.get("error")]
+    if failed:
+        return {"error": failed[0]["error"]}
+    one = statistics.median(r["seconds"] for r in alone)
+    # two documents' worth of work per pair: the pair's time is its slower run's
+    two = statistics.median(max(a["seconds"], b["seconds"]) for a, b in together)
+    cpu_one = statistics.median(r["cpu_seconds"] for r in alone)
+    cpu_two = statistics.median((a["cpu_seconds"] + b["cpu_seconds"]) / 2 for a, b in together)
+    return {"documents": min(documents, len(files)), "alone": one, "together": two,
+            "speedup": 2 * one / two, "cpu_alone": cpu_one, "cpu_together": cpu_two}
 
 
 # --- the table -----------------------------------------------------------------------------------
@@ -598,6 +655,15 @@ def _render_speed(speed: dict[str, Any], threshold: float,
                        f"{cpu:,.0f}, spark local[1] {one['docs_per_cpu_s']:,.0f} "
                        f"({one['docs_per_cpu_s'] / cpu:.3f}×), spark local[2] "
                        f"{two['docs_per_cpu_s']:,.0f} ({two['docs_per_cpu_s'] / cpu:.3f}×)")
+    top = speed.get("ceiling", {})
+    if "speedup" in top:
+        out.append(f"    this machine's ceiling: two local-engine processes at once, one per CPU, "
+                   f"do {top['speedup']:.2f}× the work of one alone in the same time "
+                   f"({top['documents']:,} documents: {top['alone']:.1f} s alone, "
+                   f"{top['together']:.1f} s two at once; CPU-seconds per run "
+                   f"{top['cpu_alone']:.1f} alone, {top['cpu_together']:.1f} two at once)")
+    elif top.get("error"):
+        out.append(f"    this machine's ceiling: failed: {top['error']}")
     few = rows.get(FEW, {})
     for name in (ML, ML_BIG):
         ml = rows.get(name)

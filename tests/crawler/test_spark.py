@@ -198,9 +198,6 @@ def test_arrays_moved_in_many_blobs_agree(spark, tmp_path):
     assert result.stats["comparisons"] * 16 > BLOB_BYTES
 
 
-# --- WARC files, stores, and input that cannot be used -------------------------------------------
-
-
 def test_a_plan_made_for_other_partitions_is_made_again_and_agrees(spark, tmp_path, caplog):
     """The clustering stages are planned while the documents are sketched, for the partitions
     the tasks suggest (a JSON Lines file counts as 1,024 documents): 60 small files suggest
@@ -243,6 +240,9 @@ def test_each_bucket_reaches_its_partition_and_partitions_get_equal_shares(spark
         .collect()
     )
     assert sorted((row.b, row.p) for row in placed) == [(b, b % partitions) for b in range(buckets)]
+
+
+# --- WARC files, stores, and input that cannot be used -------------------------------------------
 
 
 def test_warc_store_and_html_inputs_with_bad_records(spark, tmp_path, capsys):

@@ -37,7 +37,8 @@ def greedy_rounds(
     from pyspark.sql import functions as F
 
     pending = prefs
-    waiting = pending.select(F.col("d").alias("key")).distinct()
+    # a document with candidates has exactly one first preference: no distinct, no shuffle
+    waiting = pending.where("pos = 0").select(F.col("d").alias("key"))
     alone = leaders.select("key").join(waiting, "key", "left_anti")
     decided = [alone.selectExpr("key", "'kept' AS kind", "CAST(NULL AS LONG) AS rep",
                                 "CAST(NULL AS DOUBLE) AS r")]

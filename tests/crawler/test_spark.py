@@ -26,6 +26,7 @@ from crawler.recluster.inputs import read_jsonl  # noqa: E402
 from crawler.recluster.pool import sketch_source  # noqa: E402
 from crawler.recluster.run import recluster  # noqa: E402
 from crawler.recluster.spark import recluster_spark, spark_session, tasks  # noqa: E402
+from crawler.recluster.spark.session import local_java_options  # noqa: E402
 from dedup.canonical import html_tokens  # noqa: E402
 from dedup.params import DedupParams, SketchParams  # noqa: E402
 from storage.records import DocumentRecord  # noqa: E402
@@ -420,6 +421,26 @@ def test_a_killed_python_worker_is_retried_without_duplicates_or_losses(spark, t
 
 
 # --- mistakes: one line, exit 2 --------------------------------------------------------------------
+
+
+def test_a_session_started_here_runs_the_throughput_collector_on_a_full_heap(spark):
+    """The JVM of a local session started by the engine collects with Parallel GC (not G1,
+    which the JVM picks on two CPUs), its heap starting at its maximum; a collector the
+    environment picks is left alone, since the JVM refuses two."""
+    if not spark.sparkContext.getConf().get("spark.driver.defaultJavaOptions"):
+        pytest.skip("the session was not started by the engine")
+    jvm = spark.sparkContext._jvm
+    management = jvm.java.lang.management.ManagementFactory
+    collectors = {bean.getName() for bean in management.getGarbageCollectorMXBeans()}
+    assert collectors == {"PS Scavenge", "PS MarkSweep"}
+    hotspot = management.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    heap = {name: int(hotspot.getVMOption(name).getValue())
+            for name in ("InitialHeapSize", "MaxHeapSize")}
+    assert heap["InitialHeapSize"] == heap["MaxHeapSize"] > 0
+    assert "UseParallelGC" not in local_java_options({"JDK_JAVA_OPTIONS": "-XX:+UseZGC"})
+    assert "UseParallelGC" not in local_java_options(
+        {"PYSPARK_SUBMIT_ARGS": "--conf spark.driver.extraJavaOptions=-XX:+UseG1GC pyspark-shell"})
 
 
 def test_wrong_options_missing_java_and_bad_masters_are_one_line_errors(

@@ -748,6 +748,7 @@ def _render_scale(scale: list[dict[str, Any]]) -> list[str]:
         out.append("goal: time per document flat within 1.5×")
     return out
 
+
 if __name__ == "__main__":
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     main()

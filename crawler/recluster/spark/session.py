@@ -23,7 +23,8 @@ _COLLECTOR = re.compile(r"-XX:\+Use\w*GC\b")
 
 def local_java_options(environ: dict[str, str] | None = None) -> str:
     """The driver JVM's options for a session started here (a user's own
-    ``spark.driver.extraJavaOptions`` come later on its command line and win).
+    ``spark.driver.extraJavaOptions`` come later on its command line and win, but for the
+    collector: the JVM refuses two).
 
     * ``-XX:TieredStopAtLevel=1``: a run lasts minutes and its heavy work is numpy's; the JVM's
       optimising compiler cost more CPU than it saved (a third of all on 20,000 pages).

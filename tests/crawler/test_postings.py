@@ -94,7 +94,7 @@ def search(docs, cap, bound, buckets):
     for (m, p) in bucketed([(members[1], members), (posted[0], posted)], buckets):
         met.append(P.meet(*m, *p, cap))
     met = cat(met)
-    out, counters = {}, np.zeros(4, dtype=np.int64)
+    out, counters = {}, np.zeros(5, dtype=np.int64)
     for (docs_here, rows) in bucketed([(key, (key, least, den)), (met[0], met)], buckets):
         judged = P.verdicts(*rows, *docs_here, bound)
         counters += P.tally(judged[0], *judged[2:])
@@ -104,11 +104,13 @@ def search(docs, cap, bound, buckets):
 
 
 def counted(pairs):
-    """The search's counters, a pair at a time: estimated, pruned, capped, capped documents."""
+    """The search's counters, a pair at a time: estimated, pruned, capped, capped documents,
+    documents with a pair to estimate."""
     capped = {d: c for (d, _), (_, c, _) in pairs.items()}
     return [sum(keep for *_, keep in pairs.values()),
             sum(hits > 0 and not keep for hits, _, keep in pairs.values()),
-            sum(capped.values()), sum(c > 0 for c in capped.values())]
+            sum(capped.values()), sum(c > 0 for c in capped.values()),
+            len({d for (d, _), (*_, keep) in pairs.items() if keep})]
 
 
 @settings(max_examples=300, deadline=None)
@@ -129,7 +131,8 @@ def test_a_template_fingerprint_is_cut_at_the_cap():
     assert got[(9, 3)] == (0, 1, False)  # met past the cap only: not estimated
     assert (9, 5) not in got
     assert got == oracle(docs, 3, None)
-    assert counters[2:] == [6, 6]  # pages 4 to 9 each lost the template's one fingerprint
+    assert counters[2:4] == [6, 6]  # pages 4 to 9 each lost the template's one fingerprint
+    assert counters[4] == 9  # every page but the first has an earlier one to estimate
 
 
 def test_pack_round_trips_columns():

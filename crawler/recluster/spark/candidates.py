@@ -85,9 +85,14 @@ class Search:
     fingerprints, documents or sketches, not a row per fingerprint or per pair.
 
     ``preferences`` is the DataFrame of the result; :meth:`stats` runs the search up to the
-    verdicts (cached, for the preferences); :meth:`release` unpersists what the search cached,
-    once the preferences are checkpointed.
+    verdicts (cached, for the preferences) and sets ``waiting``, the documents with a pair to
+    estimate; :meth:`release` unpersists what the search cached, once the preferences are
+    checkpointed.
     """
+
+    #: documents with a pair to estimate, once :meth:`stats` has run: the most that can wait
+    #: for a greedy round (a pair may estimate below the threshold)
+    waiting: int | None = None
 
     def __init__(self, leaders: Any, job: SparkJob) -> None:
         partitions = job.partitions
@@ -125,9 +130,10 @@ class Search:
         """The counters of the search, as the local clusterer keeps them: pairs estimated
         (``comparisons``) and skipped by the bound (``pruned``), fingerprints the cap cut
         (``capped``) and the documents they belong to."""
-        total = np.zeros(len(_TALLIED), dtype=np.int64)
+        total = np.zeros(len(_TALLIED) + 1, dtype=np.int64)
         for row in self._tallies.collect():
             total += np.frombuffer(row.data, dtype=np.int64)
+        self.waiting = int(total[-1])
         return dict(zip(_TALLIED, map(int, total)))
 
     def release(self) -> None:
@@ -149,7 +155,7 @@ _BUCKETS_PER_PARTITION = 16
 #: counters; (key, home) sketches a partition's pairs need; sketches served to that home
 (_HELD, _DOCUMENT, _COUNTED, _MEMBER, _POSTED, _MET, _SKETCH, _KEPT, _TALLY, _WANTED,
  _SERVED) = range(11)
-#: the counters of :func:`.postings.tally`, in its order
+#: the counters of :func:`.postings.tally`, in its order, but for its last (``Search.waiting``)
 _TALLIED = ("comparisons", "pruned", "capped", "capped_documents")
 
 

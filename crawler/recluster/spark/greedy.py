@@ -27,12 +27,14 @@ _STEP = "decided boolean, d long, pos int, e long, kind string, r double"
 
 
 def greedy_rounds(
-    leaders: Any, prefs: Any, partitions: int, stretch: int
+    leaders: Any, prefs: Any, partitions: int, stretch: int, most: int
 ) -> tuple[Any, int]:
     """Every leader's decision (:data:`DECISIONS`) and the number of rounds it took.
 
     ``prefs`` are :data:`~crawler.recluster.spark.candidates.PREFERENCES`; a leader without
-    any is kept at once. ``stretch``: pending documents per range of a round.
+    any is kept at once. ``stretch``: pending documents per range of a round. ``most``: how
+    many documents at most have preferences (the search's count of documents with a pair to
+    estimate), which sizes the first round without a job to count them.
     """
     from pyspark.sql import functions as F
 
@@ -49,9 +51,8 @@ def greedy_rounds(
         .withColumn("status", F.lit(KEPT))
     )
     rounds = 0
-    left = waiting.count()
+    left = most
     while left:
-        rounds += 1
         stretches = max(1, min(partitions, -(-left // stretch)))
         step = (
             pending.join(status.withColumnRenamed("key", "e"), "e", "left")
@@ -60,15 +61,19 @@ def greedy_rounds(
             .mapInArrow(_decide_pass, _STEP)
             .localCheckpoint()
         )
-        now = step.where("decided").selectExpr("d AS key", "kind", "e AS rep", "r")
-        progress = now.count()
+        # decided documents have a row each, pending ones keep their first preference's
+        counts = dict(step.where("decided OR pos = 0").groupBy("decided").count().collect())
+        progress, left = counts.get(True, 0), counts.get(False, 0)
         if not progress:
-            raise RuntimeError("greedy rounds made no progress (a bug: candidates are earlier)")
+            if left:
+                raise RuntimeError("greedy rounds made no progress (a bug: candidates are earlier)")
+            break  # no pair estimated at the threshold: nothing waited
+        rounds += 1
+        now = step.where("decided").selectExpr("d AS key", "kind", "e AS rep", "r")
         decided.append(now)
         status = status.unionByName(now.select(
             "key", F.when(F.col("kind") == "kept", KEPT).otherwise(JOINED).alias("status")))
         pending = step.where("NOT decided").drop("decided")
-        left -= progress
     out = decided[0]
     for frame in decided[1:]:
         out = out.unionByName(frame)

@@ -202,7 +202,8 @@ def verdicts(
 def tally(d: np.ndarray, hits: np.ndarray, capped: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """The search's counters over :func:`verdicts`' rows (sorted by document, each document's
     rows all here): pairs to estimate (``comparisons``), pairs the bound pruned, fingerprints
-    the cap cut, and the documents that lost any (``capped`` is per document, on each row)."""
+    the cap cut, the documents that lost any (``capped`` is per document, on each row), and
+    the documents with a pair to estimate (the most that can wait for a greedy round)."""
     per_document = capped[_starts(d)]
     return np.array([keep.sum(), ((hits > 0) & ~keep).sum(), per_document.sum(),
-                     (per_document > 0).sum()], dtype=np.int64)
+                     (per_document > 0).sum(), _starts(d[keep]).size], dtype=np.int64)

@@ -209,7 +209,8 @@ def cluster(plan: Plan) -> Clustered:
     prefs = search.preferences.localCheckpoint()
     search.release()
     phase("estimates")
-    decisions, rounds = greedy_rounds(plan.leaders, prefs, job.partitions, job.stretch)
+    decisions, rounds = greedy_rounds(plan.leaders, prefs, job.partitions, job.stretch,
+                                     search.waiting)
     phase("greedy rounds")
     rows = _numbered(decisions, plan.copies)
     stats["rounds"] = rounds

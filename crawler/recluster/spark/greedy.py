@@ -59,7 +59,7 @@ def greedy_rounds(
             .repartitionByRange(stretches, "d")
             .sortWithinPartitions("d", "pos")
             .mapInArrow(_decide_pass, _STEP)
-            .localCheckpoint()
+            .localCheckpoint(eager=False)  # kept by the count, its first job
         )
         # decided documents have a row each, pending ones keep their first preference's
         counts = dict(step.where("decided OR pos = 0").groupBy("decided").count().collect())

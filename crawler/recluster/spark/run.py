@@ -19,7 +19,7 @@ from typing import IO, Any
 from crawler.recluster.inputs import SourceDocument
 from crawler.recluster.pool import SketchedDocument, sketch_source
 from crawler.recluster.run import ReclusterResult, _line, _number
-from crawler.recluster.spark.candidates import Search, split_copies
+from crawler.recluster.spark.candidates import PREFERENCES, Search, split_copies
 from crawler.recluster.spark.greedy import greedy_rounds
 from crawler.recluster.spark.postings import BLOB_BYTES
 from crawler.recluster.spark.sketch import SparkJob, documents
@@ -206,12 +206,15 @@ def cluster(plan: Plan) -> Clustered:
     job, search = plan.job, plan.search
     stats = search.stats()
     phase("candidates")
-    prefs = search.preferences.localCheckpoint()
-    search.release()
-    phase("estimates")
+    if search.waiting:
+        # kept by the first round's job, which estimates the pairs on its way
+        prefs = search.preferences.localCheckpoint(eager=False)
+    else:  # no pair to estimate: no document prefers any other
+        prefs = plan.docs.sparkSession.createDataFrame([], PREFERENCES)
     decisions, rounds = greedy_rounds(plan.leaders, prefs, job.partitions, job.stretch,
                                      search.waiting)
-    phase("greedy rounds")
+    search.release()
+    phase("estimates and greedy rounds")
     rows = _numbered(decisions, plan.copies)
     stats["rounds"] = rounds
     return Clustered(rows, stats, [plan.copies])
@@ -222,7 +225,7 @@ def _numbered(decisions: Any, copies: Any) -> Any:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    decisions = decisions.localCheckpoint()
+    decisions = decisions.localCheckpoint(eager=False)  # kept by the first job that reads it
     kept = decisions.where("kind = 'kept'").select(
         "key", F.shiftright("key", RECORD_BITS).alias("task"))
     # each task's first id: the kept documents of the tasks before it, a running sum over one

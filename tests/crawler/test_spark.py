@@ -173,6 +173,33 @@ def test_chains_of_near_duplicates_take_rounds_and_agree(spark, tmp_path):
     assert spark._jsparkSession.sharedState().cacheManager().isEmpty()
 
 
+def test_pairs_estimated_below_the_threshold_and_no_pairs_take_no_round(spark, tmp_path):
+    """The rounds are sized by the search's count of documents with a pair to estimate, a
+    bound: here every pair estimated falls below the threshold, so no document waits and no
+    round is taken; with no shared fingerprint at all there is no pair either. Both runs keep
+    every document, as the local engine does."""
+    rng = random.Random(5)
+    words = [f"w{rng.randrange(5000)}" for _ in range(300)]
+    docs = [("original", list(words))]
+    for copy in range(5):
+        edited = list(words)
+        for _ in range(8):  # a resemblance of about 0.8, each time against the original
+            edited[rng.randrange(len(edited))] = f"c{copy}w{rng.randrange(5000)}"
+        docs.append((f"copy{copy}", edited))
+    unrelated = [(f"u{i}", [f"u{i}w{j}" for j in range(50)]) for i in range(4)]
+    params, dedup = SketchParams(), DedupParams(threshold=0.95)
+    for name, corpus in (("edited", docs), ("unrelated", unrelated)):
+        path = write_jsonl(tmp_path / f"{name}.jsonl", corpus)
+        expected = io.StringIO()
+        recluster(read_jsonl([path]), params, dedup, out=expected, jobs=1)
+        got = io.StringIO()
+        result = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=got,
+                                 partitions=2)
+        assert got.getvalue() == expected.getvalue()
+        assert result.stats["kept"] == len(corpus) and result.stats["rounds"] == 0
+        assert (result.stats["comparisons"] > 0) == (name == "edited")
+
+
 def test_arrays_moved_in_many_blobs_agree(spark, tmp_path):
     """In one partition, 3,000 documents' fingerprints, pairs and sketches far exceed one
     blob of :data:`~crawler.recluster.spark.postings.BLOB_BYTES` (a larger one ran the default

@@ -142,6 +142,20 @@ def _shuffle_bytes(session: Any) -> int:
     return sum(int(s.get("shuffleWriteBytes", 0)) for s in stages)
 
 
+def _task_seconds(session: Any, group: str) -> float:
+    """Seconds the tasks of the jobs of ``group`` ran (``SparkContext.setJobGroup``), summed
+    over cores: the executors' work, without the driver's planning and waiting between jobs
+    (Spark's REST API)."""
+    sc = session.sparkContext
+    api = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
+    with urllib.request.urlopen(f"{api}/jobs", timeout=30) as response:
+        ids = {i for job in json.load(response) if job.get("jobGroup") == group
+               for i in job["stageIds"]}
+    with urllib.request.urlopen(f"{api}/stages", timeout=30) as response:
+        return sum(int(s.get("executorRunTime", 0)) for s in json.load(response)
+                   if s["stageId"] in ids) / 1000
+
+
 def tree_cpu(root: int | None = None) -> float:
     """CPU seconds used so far by process ``root`` (this one by default) and every process under
     it: the JVM, its Python daemon and workers. A child that has exited and been waited for
@@ -321,18 +335,21 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
     made = tasks.mapInArrow(documents, DOCUMENTS).persist()
     made.count()  # made before the clock starts: only clustering is timed
     runs = []
-    for _ in ("first", "warm"):
+    for run in ("first", "warm"):
         before = _shuffle_bytes(session)
+        sc.setJobGroup(run, f"clustering stages, {run} run")
         started = time.perf_counter()
         # the plan is timed: the engine makes it while the documents are sketched, but on
         # two cores that are busy sketching, the driver's time is not free
         clustered = cluster(Plan(session, made, job))
         kinds = dict(clustered.rows.groupBy("kind").count().collect())
-        runs.append((time.perf_counter() - started, _shuffle_bytes(session) - before))
+        runs.append((time.perf_counter() - started, _shuffle_bytes(session) - before,
+                     _task_seconds(session, run)))
         clustered.release()
-    (seconds, shuffled), (warm, _) = runs
+    (seconds, shuffled, tasks), (warm, _, warm_tasks) = runs
     return {"size": size, "seconds": seconds, "us_per_doc": seconds / size * 1e6,
             "warm_seconds": warm, "warm_us_per_doc": warm / size * 1e6,
+            "task_us_per_doc": tasks / size * 1e6, "warm_task_us_per_doc": warm_tasks / size * 1e6,
             "partitions": partitions, "tasks": len(counts), "rounds": clustered.stats["rounds"],
             "kinds": kinds, "shuffle_bytes": shuffled}
 
@@ -722,11 +739,33 @@ def _examples(differing: dict[str, Any]) -> list[str]:
             for doc, local, spark in differing.get("examples", [])]
 
 
+def _fixed_and_marginal(done: list[dict[str, Any]], key: str) -> tuple[float, float]:
+    """Seconds of a run at no documents and µs per further document: the least-squares line
+    through (size, ``key``) of the scale runs.
+
+    >>> _fixed_and_marginal([{"size": 10, "s": 3.0}, {"size": 20, "s": 3.5}], "s")
+    (2.5, 50000.0)
+    """
+    import numpy as np
+
+    marginal, fixed = np.polyfit([r["size"] for r in done], [r[key] for r in done], 1)
+    return round(float(fixed), 6), round(float(marginal) * 1e6, 6)
+
+
+def _task_time(r: dict[str, Any]) -> str:
+    """The tasks' core-µs per document, first run / warm (absent from older results)."""
+    if "task_us_per_doc" not in r:
+        return "?"
+    return f"{r['task_us_per_doc']:.0f}/{r['warm_task_us_per_doc']:.0f}"
+
+
 def _render_scale(scale: list[dict[str, Any]]) -> list[str]:
     out = ["scale (clustering stages, synthetic MIN_100 sketches, local[2]; a first run in a "
-           "fresh session, then the same again, warm):",
+           "fresh session, then the same again, warm; task µs/doc: the tasks' own time summed "
+           "over cores, first run / warm):",
            (f"{'documents':>12}{'partitions':>11}{'seconds':>10}{'µs/doc':>10}"
-            f"{'warm s':>10}{'warm µs/doc':>13}{'rounds':>8}{'shuffle B/doc':>15}")]
+            f"{'warm s':>10}{'warm µs/doc':>13}{'task µs/doc':>13}{'rounds':>8}"
+            f"{'shuffle B/doc':>15}")]
     done = [r for r in scale if "error" not in r]
     for r in scale:
         if "error" in r:
@@ -734,7 +773,7 @@ def _render_scale(scale: list[dict[str, Any]]) -> list[str]:
             continue
         out.append(f"{r['size']:>12,}{r['partitions']:>11}{r['seconds']:>10.1f}"
                    f"{r['us_per_doc']:>10.0f}{r['warm_seconds']:>10.1f}"
-                   f"{r['warm_us_per_doc']:>13.0f}{r['rounds']:>8}"
+                   f"{r['warm_us_per_doc']:>13.0f}{_task_time(r):>13}{r['rounds']:>8}"
                    f"{r['shuffle_bytes'] / r['size']:>15,.0f}")
         if sum(r["kinds"].values()) != r["size"]:
             out.append(f"{'':>12}  decisions for {sum(r['kinds'].values()):,} documents, "
@@ -744,6 +783,17 @@ def _render_scale(scale: list[dict[str, Any]]) -> list[str]:
                   for k in ("us_per_doc", "warm_us_per_doc")]
         out.append(f"most µs/doc over least: first run {spread[0]:.2f}×, warm {spread[1]:.2f}× "
                    f"(goal: flat within 1.5×)")
+        fits = [_fixed_and_marginal(done, k) for k in ("seconds", "warm_seconds")]
+        out.append("a run's time as a fixed cost plus a cost per document (least squares): "
+                   + ", ".join(f"{name} {fixed:.1f} s + {marginal:.0f} µs/doc"
+                               for name, (fixed, marginal) in zip(("first run", "warm"), fits)))
+        timed = [r for r in done if "task_us_per_doc" in r]
+        if len(timed) > 1:
+            work = [max(r[k] for r in timed) / min(r[k] for r in timed)
+                    for k in ("task_us_per_doc", "warm_task_us_per_doc")]
+            out.append(f"the tasks' time alone (core-µs per document, first / warm), most over "
+                       f"least: {work[0]:.2f}× / {work[1]:.2f}×; the rest of a run is the "
+                       f"driver's planning and Spark's fixed cost per job and stage")
     else:
         out.append("goal: time per document flat within 1.5×")
     return out

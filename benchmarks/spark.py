@@ -739,17 +739,17 @@ def _examples(differing: dict[str, Any]) -> list[str]:
             for doc, local, spark in differing.get("examples", [])]
 
 
-def _fixed_and_marginal(done: list[dict[str, Any]], key: str) -> tuple[float, float]:
-    """Seconds of a run at no documents and µs per further document: the least-squares line
-    through (size, ``key``) of the scale runs.
+def _marginal_and_fixed(done: list[dict[str, Any]], key: str) -> tuple[list[float], float]:
+    """µs per further document between each two consecutive sizes, and the seconds a run
+    takes beyond its documents' share: the time at the least size less its documents at the
+    first of those rates.
 
-    >>> _fixed_and_marginal([{"size": 10, "s": 3.0}, {"size": 20, "s": 3.5}], "s")
-    (2.5, 50000.0)
+    >>> _marginal_and_fixed([{"size": 10, "s": 3.0}, {"size": 20, "s": 3.5}], "s")
+    ([50000.0], 2.5)
     """
-    import numpy as np
-
-    marginal, fixed = np.polyfit([r["size"] for r in done], [r[key] for r in done], 1)
-    return round(float(fixed), 6), round(float(marginal) * 1e6, 6)
+    runs = sorted(done, key=lambda r: r["size"])
+    steps = [(b[key] - a[key]) / (b["size"] - a["size"]) * 1e6 for a, b in zip(runs, runs[1:])]
+    return steps, runs[0][key] - steps[0] * runs[0]["size"] / 1e6
 
 
 def _task_time(r: dict[str, Any]) -> str:
@@ -783,10 +783,11 @@ def _render_scale(scale: list[dict[str, Any]]) -> list[str]:
                   for k in ("us_per_doc", "warm_us_per_doc")]
         out.append(f"most µs/doc over least: first run {spread[0]:.2f}×, warm {spread[1]:.2f}× "
                    f"(goal: flat within 1.5×)")
-        fits = [_fixed_and_marginal(done, k) for k in ("seconds", "warm_seconds")]
-        out.append("a run's time as a fixed cost plus a cost per document (least squares): "
-                   + ", ".join(f"{name} {fixed:.1f} s + {marginal:.0f} µs/doc"
-                               for name, (fixed, marginal) in zip(("first run", "warm"), fits)))
+        for name, key in (("first run", "seconds"), ("warm", "warm_seconds")):
+            steps, fixed = _marginal_and_fixed(done, key)
+            out.append(f"{name}: each further document costs "
+                       + ", then ".join(f"{step:.0f}" for step in steps)
+                       + f" µs as the size grows; the fixed cost of a run is {fixed:.1f} s")
         timed = [r for r in done if "task_us_per_doc" in r]
         if len(timed) > 1:
             work = [max(r[k] for r in timed) / min(r[k] for r in timed)

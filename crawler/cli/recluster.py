@@ -206,10 +206,14 @@ def run(args: argparse.Namespace) -> int:
     return _report(args, config, result, to_stderr=out is not None)
 
 
-def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bool) -> int:
-    """The summary both engines print: a table for people, or --json."""
+def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bool,
+            spark: dict[str, Any] | None = None) -> int:
+    """The summary both engines print: a table for people, or --json; ``spark``: where the
+    Spark engine ran (its master and cores, which spark-submit may have chosen)."""
     report = result.to_dict()
     report["engine"] = args.engine
+    if spark is not None:
+        report["spark"] = spark
     report["parameters"] = {"sketch": config.sketch.to_dict(),
                             "threshold": config.dedup.threshold,
                             "containment": config.dedup.containment,
@@ -237,6 +241,9 @@ def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bo
         + (f"; {result.stats['rounds']} greedy rounds" if "rounds" in result.stats else ""),
         f"clusters written to {args.output}",
     ]
+    if spark is not None:
+        cores = spark["cores"]
+        lines[-2] += f"; on Spark, master {spark['master']}, {cores} core{'s' * (cores != 1)}"
     print("\n".join(lines), file=sys.stderr if to_stderr else sys.stdout)
     return 0
 
@@ -282,12 +289,14 @@ def _run_spark(args: argparse.Namespace, config: Any) -> int:
                 parquet=args.output if parquet else None, partitions=args.partitions,
                 area=config.canonical,
             )
+            context = session.sparkContext
+            spark = {"master": context.master, "cores": context.defaultParallelism}
     except InputError as exc:
         raise UserError(str(exc)) from None
     finally:
         if handle is not None and out is None:
             handle.close()
-    return _report(args, config, result, to_stderr=out is not None)
+    return _report(args, config, result, to_stderr=out is not None, spark=spark)
 
 
 @contextmanager

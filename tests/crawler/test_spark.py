@@ -14,6 +14,8 @@ import json
 import os
 import random
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -66,7 +68,7 @@ def error(capsys, *argv: str) -> str:
 
 
 def without_timing(report: dict) -> dict:
-    drop = {"seconds", "documents_per_second", "engine", "output", "clustering"}
+    drop = {"seconds", "documents_per_second", "engine", "spark", "output", "clustering"}
     return {k: v for k, v in report.items() if k not in drop}
 
 
@@ -107,6 +109,7 @@ def test_spark_agrees_with_the_local_engine_on_real_pages(spark, tmp_path, capsy
     got = run(capsys, "--engine", "spark", "--html", *names, "-o", str(on_spark),
               "--threshold", "0.8", "--partitions", "2")
     assert got["engine"] == "spark"
+    assert got["spark"] == {"master": "local[2,3]", "cores": 2}  # the session it ran in
     # the cap never bit here, so the two engines must agree on every line
     assert got["clustering"]["capped"] == 0 and expected["clustering"]["capped"] == 0
     assert on_spark.read_bytes() == local.read_bytes()
@@ -469,6 +472,37 @@ def test_a_session_started_here_runs_the_throughput_collector_on_a_full_heap(spa
     assert "UseParallelGC" not in local_java_options({"JDK_JAVA_OPTIONS": "-XX:+UseZGC"})
     assert "UseParallelGC" not in local_java_options(
         {"PYSPARK_SUBMIT_ARGS": "--conf spark.driver.extraJavaOptions=-XX:+UseG1GC pyspark-shell"})
+
+
+# --- under spark-submit, as on a cluster ---------------------------------------------------------
+
+
+def test_the_command_runs_under_spark_submit_in_the_session_spark_submit_made(tmp_path, capsys):
+    """What README tells a cluster's user to run: spark-submit, given the command as the file
+    ``crawler/cli/__main__.py``. The engine then runs in the session spark-submit started, on
+    its master (here ``local[1]``, where the engine alone would take every core), and writes
+    what the local engine writes, byte for byte."""
+    import crawler.cli
+
+    docs, _ = truth_corpus(seed=4, mixed=4, identical=2, singles=3)
+    text = write_jsonl(tmp_path / "t.jsonl", docs)
+    local, on_spark = tmp_path / "local.jsonl", tmp_path / "spark.jsonl"
+    expected = run(capsys, "--jsonl", str(text), "-o", str(local))
+    command = Path(crawler.cli.__file__).with_name("__main__.py")
+    # loopback only, and this Python for the workers: what a user's conf would say
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    submitted = subprocess.run(
+        [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[1]",
+         "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
+         str(command), "recluster", "--engine", "spark", "--jsonl", str(text),
+         "-o", str(on_spark), "--json", "--quiet"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert submitted.returncode == 0, submitted.stderr[-3000:]
+    got = json.loads(submitted.stdout)
+    assert got["spark"] == {"master": "local[1]", "cores": 1}
+    assert on_spark.read_bytes() == local.read_bytes()
+    assert without_timing(got) == without_timing(expected)
 
 
 # --- mistakes: one line, exit 2 --------------------------------------------------------------------

@@ -37,7 +37,9 @@ process; the JVM and the Python workers inherit it), so that "per core" means pe
 Each Spark run is a child process with a session of its own, started as the engine starts one
 (loopback only, Unix sockets to the Python workers); the session's creation is not timed, the
 first Python task's start-up is (it starts the Python workers). Both are printed on their own,
-from a fresh session that runs a one-row Python task twice. The ``local[1]`` and ``local[2]``
+from a fresh session that runs a one-row Python task twice. Every session maps the JVM's class
+archive (:mod:`crawler.recluster.spark.archive`), as every run after a machine's first does: a
+first child writes it if it is missing, and the start-up is also printed without it. The ``local[1]`` and ``local[2]``
 children then run the same job once more in their session: the *warm session* rows, what a
 notebook, a long job or a second input gets once the JVM has loaded and compiled its code
 (the local engine's row is a median of runs in one process: warm after its first). The goals
@@ -119,10 +121,25 @@ def _session(master: str, driver_memory: str | None = None) -> Any:
     Python workers); ``driver_memory`` reaches the JVM before it starts."""
     if driver_memory:
         os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} pyspark-shell"
+        # other JVM options, another class archive: not one for a single fallback run to write
+        os.environ["NEARDUP_CLASS_ARCHIVE"] = "off"
     from crawler.recluster.spark import spark_session
 
     session, _ = spark_session(master)
     return session
+
+
+def _stop_active() -> None:
+    """Stop a child's session the engine's way: a JVM that writes the class archive (if the
+    archive child could not) then writes it before the child ends, not beside the next one."""
+    from crawler.recluster.spark import session as spark
+
+    if spark._writing is not None:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            spark.stop_session(active)
 
 
 def _conf(session: Any) -> dict[str, str | None]:
@@ -262,10 +279,26 @@ def child_sparkml(master: str, files: str, threshold: float,
             "shuffle_bytes": shuffled, "conf": _conf(session)}
 
 
-def child_startup(master: str) -> dict[str, Any]:
+def child_archive() -> dict[str, Any]:
+    """A session started and stopped, so that the JVM's class archive exists before any timed
+    run (:mod:`crawler.recluster.spark.archive`): every run after a machine's first maps it."""
+    from crawler.recluster.spark import session as spark
+
+    started = time.perf_counter()
+    session = _session("local[2]")
+    writing = spark._writing is not None
+    session.range(0, 10, 1, 2).selectExpr("sum(id)").collect()
+    spark.stop_session(session)
+    return {"written": writing, "seconds": time.perf_counter() - started}
+
+
+def child_startup(master: str, archive: bool = True) -> dict[str, Any]:
     """What a fresh session costs before any work: its creation (outside every row's timing)
     and its first one-row Python task (inside: it starts the Python workers), beside the same
-    task run again."""
+    task run again; with the JVM's class archive (as every run after a machine's first), or
+    without."""
+    if not archive:
+        os.environ["NEARDUP_CLASS_ARCHIVE"] = "off"
     started = time.perf_counter()
     session = _session(master)
     created = time.perf_counter() - started
@@ -281,7 +314,8 @@ def child_startup(master: str) -> dict[str, Any]:
 
     first = task()
     again = statistics.median(task() for _ in range(3))
-    return {"master": master, "session": created, "first_task": first, "later_task": again}
+    return {"master": master, "archive": archive, "session": created, "first_task": first,
+            "later_task": again}
 
 
 def child_local(files: str, threshold: float, out: str) -> dict[str, Any]:
@@ -355,7 +389,7 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
 
 
 CHILDREN = {"engine": child_engine, "sparkml": child_sparkml, "startup": child_startup,
-            "scale": child_scale, "local": child_local}
+            "scale": child_scale, "local": child_local, "archive": child_archive}
 
 
 def _child(kind: str, timeout: float | None = None, cpus: int | None = None,
@@ -465,17 +499,21 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.child:
         kind, kwargs = json.loads(args.child)
-        print(json.dumps(CHILDREN[kind](**kwargs)))
+        print(json.dumps(CHILDREN[kind](**kwargs)), flush=True)
+        _stop_active()
         return
 
     results: dict[str, Any] = {"threshold": args.threshold}
+    log("the JVM's class archive, before any timed run")
+    results["archive"] = _child("archive", cpus=2)
     with tempfile.TemporaryDirectory(prefix="neardup-bench-spark-") as work:
         work_dir = Path(work)
         if not args.skip_speed:
             results["speed"] = speed(args, work_dir)
             log("start-up: a fresh session's creation and first Python task")
-            results["startup"] = [_child("startup", cpus=cpus, master=f"local[{cpus}]")
-                                  for cpus in (1, 2)]
+            results["startup"] = [
+                _child("startup", cpus=cpus, master=f"local[{cpus}]", archive=archive)
+                for cpus, archive in ((1, True), (2, True), (2, False))]
         sizes = [int(x) for x in args.sizes.split(",") if x]
         results["scale"] = []
         for n in sizes:
@@ -632,6 +670,13 @@ def ceiling(files: list[Path], threshold: float, work: Path, repeats: int,
 
 def render(results: dict[str, Any]) -> str:
     out: list[str] = []
+    archive = results.get("archive", {})
+    if "error" in archive:
+        out.append(f"the JVM's class archive: failed: {archive['error']}")
+    elif archive:
+        out.append("the JVM's class archive: " + (
+            f"written by this run's first session ({archive['seconds']:.1f} s)"
+            if archive["written"] else "present from an earlier run") + "; every session maps it")
     if results.get("speed"):
         out += _render_speed(results["speed"], results["threshold"], results.get("startup", []))
     if results.get("scale"):
@@ -706,9 +751,11 @@ def _render_speed(speed: dict[str, Any], threshold: float,
             continue
         share = ""
         row = rows.get(f"spark {r['master']}", {})
-        if "seconds" in row:
+        if "seconds" in row and r.get("archive", True):
             share = f", {r['first_task'] / row['seconds']:.1%} of its row's median time"
-        out.append(f"start-up, {r['master']}: session {r['session']:.1f} s (outside every row); "
+        archive = "" if r.get("archive", True) else " without the class archive"
+        out.append(f"start-up, {r['master']}{archive}: session {r['session']:.1f} s "
+                   "(outside every row); "
                    f"first Python task {r['first_task']:.2f} s (inside each Spark row{share}; "
                    f"the same task again: {r['later_task']:.2f} s)")
     same = speed["differing"]

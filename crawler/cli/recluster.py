@@ -303,7 +303,7 @@ def _run_spark(args: argparse.Namespace, config: Any) -> int:
 def _spark_session(args: argparse.Namespace) -> Iterator[Any]:
     """The Spark session of ``--master`` (or spark-submit's), stopped after if made here; no
     Java, no PySpark or a bad master is one line."""
-    from crawler.recluster.spark import SparkUnavailable, spark_session
+    from crawler.recluster.spark import SparkUnavailable, spark_session, stop_session
 
     try:
         session, made_here = spark_session(args.master, quiet=args.quiet)
@@ -313,7 +313,11 @@ def _spark_session(args: argparse.Namespace) -> Iterator[Any]:
         yield session
     finally:
         if made_here:
-            session.stop()
+            stop_session(session, None if args.quiet else _note)
+
+
+def _note(message: str) -> None:
+    print(f"neardup recluster: {message}", file=sys.stderr, flush=True)
 
 
 def _check_index_dir(path: Path) -> None:

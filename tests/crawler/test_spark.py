@@ -27,7 +27,12 @@ from crawler.cli import main  # noqa: E402
 from crawler.recluster.inputs import read_jsonl  # noqa: E402
 from crawler.recluster.pool import sketch_source  # noqa: E402
 from crawler.recluster.run import recluster  # noqa: E402
-from crawler.recluster.spark import recluster_spark, spark_session, tasks  # noqa: E402
+from crawler.recluster.spark import (  # noqa: E402
+    recluster_spark,
+    spark_session,
+    stop_session,
+    tasks,
+)
 from crawler.recluster.spark.session import local_java_options  # noqa: E402
 from dedup.canonical import html_tokens  # noqa: E402
 from dedup.params import DedupParams, SketchParams  # noqa: E402
@@ -52,7 +57,7 @@ def spark():
     session, made = spark_session("local[2,3]")
     yield session
     if made:
-        session.stop()
+        stop_session(session)
 
 
 def run(capsys, *argv: str) -> dict:
@@ -472,6 +477,92 @@ def test_a_session_started_here_runs_the_throughput_collector_on_a_full_heap(spa
     assert "UseParallelGC" not in local_java_options({"JDK_JAVA_OPTIONS": "-XX:+UseZGC"})
     assert "UseParallelGC" not in local_java_options(
         {"PYSPARK_SUBMIT_ARGS": "--conf spark.driver.extraJavaOptions=-XX:+UseG1GC pyspark-shell"})
+
+
+# --- the JVM's class archive ----------------------------------------------------------------------
+
+#: a local session in a process of its own: which archives of ``NEARDUP_CLASS_ARCHIVE`` its JVM
+#: mapped (read from the JVM's own memory map), its options, and a query's answer
+_ARCHIVE_RUN = """
+import json, sys
+from pyspark import SparkContext
+from crawler.recluster.spark import spark_session, stop_session
+session, _ = spark_session("local[1]")
+maps = open(f"/proc/{SparkContext._gateway.proc.pid}/maps").read().splitlines()
+mapped = sorted({line.split()[-1] for line in maps if line.startswith(tuple("0123456789abcdef"))
+                 and line.endswith(".jsa") and line.split()[-1].startswith(sys.argv[1])})
+options = session.sparkContext.getConf().get("spark.driver.defaultJavaOptions")
+answer = session.range(0, 5, 1, 1).selectExpr("sum(id) AS s").collect()[0].s
+stop_session(session, lambda message: print("note:", message, file=sys.stderr))
+print(json.dumps({"mapped": mapped, "options": options, "answer": answer}))
+"""
+
+
+def _archive_run(directory: Path | str) -> tuple[dict, str]:
+    env = {**os.environ, "NEARDUP_CLASS_ARCHIVE": str(directory)}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    done = subprocess.run([sys.executable, "-c", _ARCHIVE_RUN, str(directory)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # nothing but the answer on stdout: the JVM's own words about its archive are silenced
+    return json.loads(done.stdout), done.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the JVM's memory map")
+def test_the_first_local_session_writes_the_class_archive_and_later_ones_map_it(tmp_path):
+    """The first session writes the archive as its JVM exits, and says so; the next maps it
+    (its JVM's memory map holds the file); a damaged archive is ignored, not fatal; ``off``
+    leaves the JVM's options as they were."""
+    cache = tmp_path / "cache"
+    first, said = _archive_run(cache)
+    assert first["answer"] == 10 and first["mapped"] == []
+    assert "ArchiveClassesAtExit" in first["options"] and "faster starts" in said
+    written = sorted(p.name for p in cache.iterdir())
+    assert len(written) == 1 and written[0].startswith("spark-") and written[0].endswith(".jsa")
+    archive = cache / written[0]
+    assert archive.stat().st_size > 10_000_000  # thousands of classes, not an empty file
+
+    second, said = _archive_run(cache)
+    assert second["answer"] == 10 and second["mapped"] == [str(archive)]
+    assert "SharedArchiveFile" in second["options"] and "faster starts" not in said
+    assert sorted(p.name for p in cache.iterdir()) == written
+
+    archive.chmod(0o644)
+    archive.write_bytes(b"not an archive" * 1000)
+    damaged, _ = _archive_run(cache)
+    assert damaged["answer"] == 10 and damaged["mapped"] == []
+
+    off, _ = _archive_run("off")
+    assert off["answer"] == 10 and "Archive" not in off["options"]
+    assert off["options"] == local_java_options()
+
+
+def test_one_process_at_a_time_writes_the_class_archive(tmp_path):
+    """While one process writes the archive (its lock is fresh), another starts without; a
+    lock left by a process that died is cleared. The archive's name follows the Java, the
+    Spark and the JVM options it was written for."""
+    from crawler.recluster.spark.archive import ClassArchive
+
+    env = {"NEARDUP_CLASS_ARCHIVE": str(tmp_path), "PATH": os.environ.get("PATH", "")}
+    writer = ClassArchive.from_environ(env, "-Xmx1g")
+    assert "ArchiveClassesAtExit" in writer.java_options() and writer.writing
+    other = ClassArchive.from_environ(env, "-Xmx1g")
+    assert other.java_options() == "" and not other.writing
+    assert writer.keep(None) is False  # no JVM wrote it: nothing kept, the lock given up
+    assert list(tmp_path.iterdir()) == []
+
+    blocked = ClassArchive.from_environ(env, "-Xmx1g")
+    blocked.java_options()
+    lock = blocked.path.with_suffix(".lock")
+    os.utime(lock, (time.time() - 3600, time.time() - 3600))  # its process died an hour ago
+    later = ClassArchive.from_environ(env, "-Xmx1g")
+    assert "ArchiveClassesAtExit" in later.java_options()
+    later.keep(None)
+
+    names = {ClassArchive.from_environ(e, o).path.name for e, o in [
+        (env, "-Xmx1g"), (env, "-Xmx2g"), ({**env, "JAVA_HOME": str(tmp_path)}, "-Xmx1g")]}
+    assert len(names) == 3
+    assert ClassArchive.from_environ({**env, "NEARDUP_CLASS_ARCHIVE": "off"}, "") is None
 
 
 # --- under spark-submit, as on a cluster ---------------------------------------------------------

@@ -29,7 +29,7 @@ joins depends on every member before it, not on its candidates alone.
 """
 
 from crawler.recluster.spark.run import recluster_spark
-from crawler.recluster.spark.session import SparkUnavailable, spark_session
+from crawler.recluster.spark.session import SparkUnavailable, spark_session, stop_session
 from crawler.recluster.spark.tasks import Task, tasks
 
-__all__ = ["SparkUnavailable", "Task", "recluster_spark", "spark_session", "tasks"]
+__all__ = ["SparkUnavailable", "Task", "recluster_spark", "spark_session", "stop_session", "tasks"]

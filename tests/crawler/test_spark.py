@@ -554,9 +554,14 @@ def test_one_process_at_a_time_writes_the_class_archive(tmp_path):
     blocked = ClassArchive.from_environ(env, "-Xmx1g")
     blocked.java_options()
     lock = blocked.path.with_suffix(".lock")
-    os.utime(lock, (time.time() - 3600, time.time() - 3600))  # its process died an hour ago
+    assert lock.read_text() == str(os.getpid())
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    lock.write_text(gone)  # as if the process that took the lock had died writing
+    half = blocked.path.with_name(f"{blocked.path.stem}.dead.part")
+    half.write_bytes(b"half an archive")
     later = ClassArchive.from_environ(env, "-Xmx1g")
-    assert "ArchiveClassesAtExit" in later.java_options()
+    assert "ArchiveClassesAtExit" in later.java_options() and not half.exists()
     later.keep(None)
 
     names = {ClassArchive.from_environ(e, o).path.name for e, o in [

@@ -5,7 +5,7 @@ Starting a session, the JVM loads, verifies and links the classes of Spark, Scal
 more (about a second). The JDK can map such classes from an archive instead (dynamic
 class-data sharing, ``-XX:SharedArchiveFile``), which a JVM writes as it exits
 (``-XX:ArchiveClassesAtExit``). So the first local session on a machine writes one: its JVM
-then takes about 15 s more to exit, once. Every later session maps it: on a 2-core machine its
+then takes 15 to 30 s more to exit, once. Every later session maps it: on a 2-core machine its
 creation fell from about 7.5 to 4 s, its first query from 2.2 to 1.2 s.
 
 The archive fits one Java, one Spark install and one set of JVM options: its file name
@@ -34,9 +34,9 @@ __all__ = ["ClassArchive"]
 SETTING = "NEARDUP_CLASS_ARCHIVE"
 #: the JDK's messages about its archive: a JVM that cannot map one says so on stdout
 _QUIET = "-Xlog:cds*=off"
-#: a lock or a half-written archive older than this was left by a process that died
+#: a lock that names no process (cut short as it was written) is stale after this long
 _STALE_SECONDS = 600
-#: how long a JVM may take to write the archive as it exits (about 15 s on 2 cores)
+#: how long a JVM may take to write the archive as it exits (15 to 30 s on 2 cores)
 _WRITE_SECONDS = 300
 
 
@@ -81,6 +81,7 @@ class ClassArchive:
             descriptor = os.open(self._lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except OSError:  # another process writes it, or the directory is not ours to write
             return ""
+        os.write(descriptor, str(os.getpid()).encode())
         os.close(descriptor)
         self._writing = self.path.with_name(f"{self.path.stem}.{uuid.uuid4().hex}.part")
         return f"-XX:ArchiveClassesAtExit={self._writing} {_QUIET}"
@@ -111,14 +112,30 @@ class ClassArchive:
             self._lock.unlink(missing_ok=True)
 
     def _clear_stale(self) -> None:
-        """Remove a lock and half-written archives that a process which died left behind."""
-        now = time.time()
-        for leftover in [self._lock, *self.directory.glob(f"{self.path.stem}.*.part")]:
-            try:
-                if now - leftover.stat().st_mtime > _STALE_SECONDS:
-                    leftover.unlink()
-            except OSError:
-                pass
+        """Remove the lock of a process that is gone, and half-written archives when no
+        process holds the lock (only its holder writes one)."""
+        try:
+            text = self._lock.read_text().strip()
+            age = time.time() - self._lock.stat().st_mtime
+        except FileNotFoundError:  # no lock, no writer: any half-written archive is stale
+            text, age = "", float("inf")
+        except OSError:
+            return
+        holder = int(text) if text.isdigit() else 0
+        if (holder and not _alive(holder)) or (not holder and age > _STALE_SECONDS):
+            self._lock.unlink(missing_ok=True)
+            for part in self.directory.glob(f"{self.path.stem}.*.part"):
+                part.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # alive, someone else's
+        return True
+    return True
 
 
 def _install(environ: dict[str, str]) -> str:

@@ -141,7 +141,7 @@ def stop_session(session: Any, note: Callable[[str], None] | None = None) -> Non
     from pyspark import SparkContext
 
     if note is not None:
-        note("saving the JVM's classes for faster starts (once, about 15 s)")
+        note("saving the JVM's classes for faster starts (once, up to half a minute)")
     archive.keep(getattr(SparkContext._gateway, "proc", None))
     # that JVM is gone: a later session in this process starts one of its own
     SparkContext._gateway = None

@@ -564,6 +564,18 @@ def test_one_process_at_a_time_writes_the_class_archive(tmp_path):
     assert "ArchiveClassesAtExit" in later.java_options() and not half.exists()
     later.keep(None)
 
+    # the archives of the installs used last are kept, older ones removed as a new one starts
+    olds = [tmp_path / f"spark-{n}.jsa" for n in range(5)]
+    for age, old in enumerate(olds):
+        old.write_bytes(b"an archive")
+        os.utime(old, (time.time() - 3600 * (age + 1),) * 2)
+    os.utime(olds[4])  # the oldest written, but used just now
+    fresh = ClassArchive.from_environ(env, "-Xmx1g")
+    assert fresh.java_options() and fresh.writing
+    assert sorted(p.name for p in tmp_path.glob("*.jsa")) == [
+        "spark-0.jsa", "spark-1.jsa", "spark-4.jsa"]
+    fresh.keep(None)
+
     names = {ClassArchive.from_environ(e, o).path.name for e, o in [
         (env, "-Xmx1g"), (env, "-Xmx2g"), ({**env, "JAVA_HOME": str(tmp_path)}, "-Xmx1g")]}
     assert len(names) == 3

@@ -11,7 +11,8 @@ creation fell from about 7.5 to 4 s, its first query from 2.2 to 1.2 s.
 The archive fits one Java, one Spark install and one set of JVM options: its file name
 carries a digest of them, so another install writes its own. A JVM that finds an archive it
 cannot map (another JDK build, a damaged file) starts as it would without it. One process
-writes at a time (a lock file beside the archive); the others start as before meanwhile.
+writes at a time (a lock file beside the archive); the others start as before meanwhile. The
+archives of the three installs used last are kept, the older ones removed.
 
 Where: ``$XDG_CACHE_HOME/neardup`` (``~/.cache/neardup``), or the directory that
 ``NEARDUP_CLASS_ARCHIVE`` names; ``NEARDUP_CLASS_ARCHIVE=off`` turns it off.
@@ -36,6 +37,8 @@ SETTING = "NEARDUP_CLASS_ARCHIVE"
 _QUIET = "-Xlog:cds*=off"
 #: a lock that names no process (cut short as it was written) is stale after this long
 _STALE_SECONDS = 600
+#: archives kept besides the one being written (about 190 MB each), the ones used last
+KEPT = 3
 #: how long a JVM may take to write the archive as it exits (15 to 30 s on 2 cores)
 _WRITE_SECONDS = 300
 
@@ -48,9 +51,11 @@ class ClassArchive:
     True
     """
 
-    def __init__(self, directory: Path, options: str) -> None:
+    def __init__(self, directory: Path, fits: str) -> None:
+        """``fits``: what the archive is for (the install and the JVM options), digested into
+        its name."""
         self.directory = directory
-        self.path = directory / f"spark-{_digest(options)}.jsa"
+        self.path = directory / f"spark-{_digest(fits)}.jsa"
         self._lock = self.path.with_suffix(".lock")
         self._writing: Path | None = None
 
@@ -74,10 +79,15 @@ class ClassArchive:
         to a file of this process's own, when no other process is writing one (and the
         directory can be written); else nothing."""
         if self.path.is_file():
+            try:
+                os.utime(self.path)  # its time is when it was last used (see _prune)
+            except OSError:
+                pass
             return f"-XX:SharedArchiveFile={self.path} {_QUIET}"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._clear_stale()
+            self._prune()
             descriptor = os.open(self._lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except OSError:  # another process writes it, or the directory is not ours to write
             return ""
@@ -126,6 +136,21 @@ class ClassArchive:
             self._lock.unlink(missing_ok=True)
             for part in self.directory.glob(f"{self.path.stem}.*.part"):
                 part.unlink(missing_ok=True)
+
+
+    def _prune(self) -> None:
+        """Keep the archives of the :data:`KEPT` installs used last (each new virtual
+        environment, each fresh clone that installs neardup, writes its own)."""
+        archives = sorted(self.directory.glob("spark-*.jsa"), key=_used, reverse=True)
+        for old in archives[KEPT:]:
+            old.unlink(missing_ok=True)
+
+
+def _used(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _alive(pid: int) -> bool:

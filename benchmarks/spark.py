@@ -39,11 +39,11 @@ Each Spark run is a child process with a session of its own, started as the engi
 first Python task's start-up is (it starts the Python workers). Both are printed on their own,
 from a fresh session that runs a one-row Python task twice. Every session maps the JVM's class
 archive (:mod:`crawler.recluster.spark.archive`), as every run after a machine's first does: a
-first child writes it if it is missing, and the start-up is also printed without it. The ``local[1]`` and ``local[2]``
-children then run the same job once more in their session: the *warm session* rows, what a
-notebook, a long job or a second input gets once the JVM has loaded and compiled its code
-(the local engine's row is a median of runs in one process: warm after its first). The goals
-are printed for both. The Spark engine's output is
+first child writes it if it is missing, and the start-up is also printed without it. The
+``local[1]`` and ``local[2]`` children then run the same job once more in their session: the
+*warm session* rows, what a notebook, a long job or a second input gets once the JVM has loaded
+and compiled its code (the local engine's row is a median of runs in one process: warm after
+its first). The goals are printed for both. The Spark engine's output is
 compared with the local engine's line by line (they should agree, also under a small
 boilerplate cap), and its shuffle (bytes written by every stage, from Spark's own metrics) and
 its number of greedy rounds are reported.
@@ -132,14 +132,14 @@ def _session(master: str, driver_memory: str | None = None) -> Any:
 def _stop_active() -> None:
     """Stop a child's session the engine's way: a JVM that writes the class archive (if the
     archive child could not) then writes it before the child ends, not beside the next one."""
-    from crawler.recluster.spark import session as spark
+    from crawler.recluster.spark.session import stop_session, writes_archive
 
-    if spark._writing is not None:
+    if writes_archive():
         from pyspark.sql import SparkSession
 
         active = SparkSession.getActiveSession()
         if active is not None:
-            spark.stop_session(active)
+            stop_session(active)
 
 
 def _conf(session: Any) -> dict[str, str | None]:
@@ -282,13 +282,13 @@ def child_sparkml(master: str, files: str, threshold: float,
 def child_archive() -> dict[str, Any]:
     """A session started and stopped, so that the JVM's class archive exists before any timed
     run (:mod:`crawler.recluster.spark.archive`): every run after a machine's first maps it."""
-    from crawler.recluster.spark import session as spark
+    from crawler.recluster.spark.session import stop_session, writes_archive
 
     started = time.perf_counter()
     session = _session("local[2]")
-    writing = spark._writing is not None
+    writing = writes_archive()
     session.range(0, 10, 1, 2).selectExpr("sum(id)").collect()
-    spark.stop_session(session)
+    stop_session(session)
     return {"written": writing, "seconds": time.perf_counter() - started}
 
 

@@ -13,7 +13,9 @@ from typing import Any
 
 from crawler.recluster.spark.archive import ClassArchive
 
-__all__ = ["SparkUnavailable", "local_java_options", "spark_session", "stop_session"]
+__all__ = [
+    "SparkUnavailable", "local_java_options", "spark_session", "stop_session", "writes_archive",
+]
 
 #: the class archive this process's JVM writes as it exits, if it does (:func:`stop_session`)
 _writing: ClassArchive | None = None
@@ -127,6 +129,12 @@ def spark_session(master: str | None, *, quiet: bool = True) -> tuple[Any, bool]
         _writing = archive
     session.sparkContext.setLogLevel("ERROR")
     return session, True
+
+
+def writes_archive() -> bool:
+    """Whether the JVM of the session started here writes the class archive as it exits (the
+    first local session on a machine): then :func:`stop_session` waits for it."""
+    return _writing is not None
 
 
 def stop_session(session: Any, note: Callable[[str], None] | None = None) -> None:

@@ -45,7 +45,8 @@ first child writes it if it is missing, and the start-up is also printed without
 and compiled its code (the local engine's row is a median of runs in one process: warm after
 its first). The goals are printed for both. The Spark engine's output is
 compared with the local engine's line by line (they should agree, also under a small
-boilerplate cap), and its shuffle (bytes written by every stage, from Spark's own metrics) and
+boilerplate cap; and once more with ``--exact-cap``, at the default cap and the small one, with
+its searches and time), and its shuffle (bytes written by every stage, from Spark's own metrics) and
 its number of greedy rounds are reported.
 
 **This machine's ceiling.** Two CPUs of a machine do not always do twice one CPU's work:
@@ -217,9 +218,10 @@ def _failure(text: str, last: bool = False) -> str:
 
 
 def child_engine(master: str, files: str, threshold: float, out: str,
-                 cap: int | None = None, warm: bool = False) -> dict[str, Any]:
+                 cap: int | None = None, warm: bool = False,
+                 exact_cap: bool = False) -> dict[str, Any]:
     """One engine run in a fresh session; ``warm``: then the same run again in that session,
-    whose time is reported as ``warm_seconds``."""
+    whose time is reported as ``warm_seconds``; ``exact_cap``: as ``--exact-cap``."""
     from crawler.recluster.spark import recluster_spark, tasks
     from dedup.params import DedupParams, SketchParams
 
@@ -230,7 +232,8 @@ def child_engine(master: str, files: str, threshold: float, out: str,
     for _ in range(1 + warm):
         started, cpu = time.perf_counter(), tree_cpu()
         with open(out, "w", encoding="utf-8") as fh:
-            result = recluster_spark(session, tasks(html=files), SketchParams(), dedup, out=fh)
+            result = recluster_spark(session, tasks(html=files), SketchParams(), dedup, out=fh,
+                                     exact_cap=exact_cap)
         timed.append((time.perf_counter() - started, tree_cpu() - cpu))
         if len(timed) == 1:
             shuffle = _shuffle_bytes(session)  # the first run's (the session counts them all)
@@ -238,7 +241,8 @@ def child_engine(master: str, files: str, threshold: float, out: str,
             **({"warm_seconds": timed[1][0], "warm_cpu_seconds": timed[1][1]} if warm else {}),
             "documents": result.summary.documents,
             "shuffle_bytes": shuffle, "rounds": result.stats["rounds"],
-            "capped": result.stats["capped"], "conf": _conf(session)}
+            "capped": result.stats["capped"], "passes": result.stats["passes"],
+            "conf": _conf(session)}
 
 
 def child_sparkml(master: str, files: str, threshold: float,
@@ -605,7 +609,8 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                       **{k: ok[0][k] for k in ("shuffle_bytes", "rounds", "pairs", "capped", "conf")
                          if k in ok[0]}}
     differing = {"lines": differing_lines(local_out, spark_out),
-                 **decided_differently(local_out, spark_out)}
+                 **decided_differently(local_out, spark_out),
+                 "exact_cap": _exact_cap(names, local_out, work, args.threshold, None)}
     # where the engines can differ: a boilerplate cap small enough to bite
     log(f"agreement with a cap of {args.small_cap}")
     from crawler.recluster.inputs import read_html_files
@@ -625,7 +630,23 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                           **decided_differently(local_out, spark_out),
                           "capped_local": capped_local.stats["capped"],
                           "capped_spark": capped_spark.get("capped"),
-                          "error": capped_spark.get("error")}}
+                          "seconds": capped_spark.get("seconds"),
+                          "error": capped_spark.get("error"),
+                          "exact_cap": _exact_cap(names, local_out, work, args.threshold,
+                                                  args.small_cap)}}
+
+
+def _exact_cap(names: str, local_out: Path, work: Path, threshold: float,
+               cap: int | None) -> dict[str, Any]:
+    """The Spark engine with ``--exact-cap`` in ``local[2]`` against the local engine's
+    ``local_out`` (same cap): documents decided differently, searches, seconds."""
+    out = work / "exact.jsonl"
+    run = _child("engine", cpus=2, master="local[2]", files=names, threshold=threshold,
+                 out=str(out), cap=cap, exact_cap=True)
+    if run.get("error"):
+        return {"error": run["error"]}
+    return {**decided_differently(local_out, out), "passes": run["passes"],
+            "seconds": run["seconds"]}
 
 
 def ceiling(files: list[Path], threshold: float, work: Path, repeats: int,
@@ -762,6 +783,7 @@ def _render_speed(speed: dict[str, Any], threshold: float,
     out.append(f"differing from the local engine: {same['lines']} lines of {documents:,}, "
                f"{same['documents']} documents decided differently")
     out += _examples(same)
+    out += _exact_line(same.get("exact_cap"), "", documents, None)
     small = speed.get("small_cap")
     if small and small.get("error"):
         out.append(f"with --cap {small['cap']}: the Spark run failed: {small['error']}")
@@ -773,7 +795,23 @@ def _render_speed(speed: dict[str, Any], threshold: float,
                    f"{small['capped_local']:,} fingerprints locally, {small['capped_spark']:,} "
                    "on Spark")
         out += _examples(small)
+        out += _exact_line(small.get("exact_cap"), f" --cap {small['cap']}", documents,
+                           small.get("seconds"))
     return out
+
+
+def _exact_line(exact: dict[str, Any] | None, cap: str, documents: int,
+                seconds: float | None) -> list[str]:
+    """The ``--exact-cap`` run's agreement, searches and time (against the run without it)."""
+    if not exact:
+        return []
+    if exact.get("error"):
+        return [f"with{cap} --exact-cap: the Spark run failed: {exact['error']}"]
+    than = f" (without it: {seconds:.1f} s)" if seconds else ""
+    moved = exact["documents"]
+    return [f"with{cap} --exact-cap: {moved} documents decided differently "
+            f"({moved / documents:.2%}); {exact['passes']} searches, "
+            f"{exact['seconds']:.1f} s in local[2]{than}", *_examples(exact)]
 
 
 def _examples(differing: dict[str, Any]) -> list[str]:

@@ -117,6 +117,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="with --engine spark: partitions of the clustering stages "
                          "(default: one per 20,000 documents, at least the cores, rounded up "
                          "to a multiple of them)")
+    sp.add_argument("--exact-cap", action="store_true",
+                    help="with --engine spark: where the boilerplate cap bites, search again "
+                         "until it cuts where the local index's cuts (which keeps a "
+                         "fingerprint's first --cap representatives; the search keeps its "
+                         "first --cap documents): the local engine's clusters where a few "
+                         "documents would differ, for one to three more searches")
     sp.add_argument("--output-format", choices=["jsonl", "parquet"], default="jsonl",
                     help="with --engine spark: jsonl (one file, as the local engine writes) "
                          "or parquet (a dataset directory at --output)")
@@ -168,7 +174,8 @@ def run(args: argparse.Namespace) -> int:
         _check_diff(args, config)
     if args.engine == "spark":
         return _run_spark(args, config)
-    for option, value in (("--master", args.master), ("--partitions", args.partitions)):
+    for option, value in (("--master", args.master), ("--partitions", args.partitions),
+                          ("--exact-cap", args.exact_cap or None)):
         if value is not None:
             raise UserError(f"{option} needs --engine spark")
     if args.output_format != "jsonl":
@@ -242,7 +249,7 @@ def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bo
         f"{result.summary.documents:,} documents in {result.seconds:.1f} s "
         f"({report['documents_per_second'] or 0:,.0f}/s); "
         f"boilerplate cap {config.dedup.cap} bit on {capped:,} fingerprints"
-        + (f"; {result.stats['rounds']} greedy rounds" if "rounds" in result.stats else ""),
+        + _spark_passes(result.stats),
         f"clusters written to {args.output}",
     ]
     if spark is not None:
@@ -250,6 +257,19 @@ def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bo
         lines[-2] += f"; on Spark, master {spark['master']}, {cores} core{'s' * (cores != 1)}"
     print("\n".join(lines), file=sys.stderr if to_stderr else sys.stdout)
     return 0
+
+
+def _spark_passes(stats: dict[str, int]) -> str:
+    """The Spark engine's rounds and searches, for the summary (nothing for the local one).
+
+    >>> _spark_passes({"rounds": 1, "passes": 1}), _spark_passes({"rounds": 2, "passes": 3})
+    ('; 1 greedy round', '; 2 greedy rounds; the candidate search ran 3 times (--exact-cap)')
+    """
+    if "rounds" not in stats:
+        return ""
+    rounds, passes = stats["rounds"], stats.get("passes", 1)
+    return f"; {rounds} greedy round{'s' * (rounds != 1)}" + (
+        f"; the candidate search ran {passes} times (--exact-cap)" if passes > 1 else "")
 
 
 def _run_spark(args: argparse.Namespace, config: Any) -> int:
@@ -291,7 +311,7 @@ def _run_spark(args: argparse.Namespace, config: Any) -> int:
             result = recluster_spark(
                 session, work, config.sketch, config.dedup, out=handle,
                 parquet=args.output if parquet else None, partitions=args.partitions,
-                area=config.canonical,
+                area=config.canonical, exact_cap=args.exact_cap,
             )
             context = session.sparkContext
             spark = {"master": context.master, "cores": context.defaultParallelism}
@@ -381,7 +401,8 @@ def _run_diff(args: argparse.Namespace, config: Any) -> int:
 
             with _spark_session(args) as session:
                 diff = diff_store_spark(session, args.store, config.sketch, config.dedup,
-                                        partitions=args.partitions, area=config.canonical)
+                                        partitions=args.partitions, area=config.canonical,
+                                        exact_cap=args.exact_cap)
         else:
             diff = diff_store(args.store, config.sketch, config.dedup, jobs=args.jobs,
                               index_dir=args.index, area=config.canonical)  # fmt: skip

@@ -234,6 +234,47 @@ def test_arrays_moved_in_many_blobs_agree(spark, tmp_path):
     assert result.stats["comparisons"] * 16 > BLOB_BYTES
 
 
+def test_exact_cap_cuts_where_the_local_index_cuts_and_agrees(spark, tmp_path, capsys):
+    """Families of versions of a page under one template (each version edits three words of
+    the one before) share their rarest fingerprints, so a cap of 1 bites. The local index
+    keeps a fingerprint's first representative; the search keeps its first leader, which may
+    have joined a cluster, so the default search misses candidates the local engine finds and
+    a few documents are decided differently. With --exact-cap the search runs again without
+    the leaders that joined, until none holds a place under the cap: the local engine's
+    clusters, byte for byte."""
+    rng = random.Random(2)
+    template = [f"t{rng.randrange(5000)}" for _ in range(100)]
+    docs = []
+    for family in range(8):
+        words = [f"w{rng.randrange(50000)}" for _ in range(200)]
+        for version in range(12):
+            docs.append((f"f{family}v{version}", template + words))
+            for _ in range(3):
+                words[rng.randrange(len(words))] = f"w{rng.randrange(50000)}"
+    rng.shuffle(docs)
+    path = write_jsonl(tmp_path / "families.jsonl", docs)
+    params, dedup = SketchParams(), DedupParams(threshold=0.8, cap=1)
+    expected = io.StringIO()
+    local = recluster(read_jsonl([path]), params, dedup, out=expected, jobs=1)
+    assert local.stats["capped"] > 100
+    lines = expected.getvalue().splitlines()
+    got = io.StringIO()
+    first = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=got, partitions=2)
+    assert first.stats["passes"] == 1
+    assert 0 < sum(a != b for a, b in zip(got.getvalue().splitlines(), lines)) < len(lines) / 10
+    exact = io.StringIO()
+    again = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=exact, partitions=2,
+                            exact_cap=True)
+    assert exact.getvalue() == expected.getvalue()
+    assert again.stats["passes"] >= 2
+    assert spark._jsparkSession.sharedState().cacheManager().isEmpty()  # every pass released
+    # the command line says how many searches it took
+    report = run(capsys, "--jsonl", str(path), "--engine", "spark", "--cap", "1",
+                 "--threshold", "0.8", "--exact-cap", "-o", str(tmp_path / "out.jsonl"))
+    assert report["clustering"]["passes"] == again.stats["passes"]
+    assert (tmp_path / "out.jsonl").read_text() == expected.getvalue()
+
+
 def test_a_plan_made_for_other_partitions_is_made_again_and_agrees(spark, tmp_path, caplog):
     """The clustering stages are planned while the documents are sketched, for the partitions
     the tasks suggest (a JSON Lines file counts as 1,024 documents): 60 small files suggest
@@ -626,6 +667,7 @@ def test_wrong_options_missing_java_and_bad_masters_are_one_line_errors(
     assert "--partitions" in error(capsys, *spark_run, "--partitions", "0")
     assert "--engine spark" in error(capsys, "--jsonl", str(path), "--output-format", "parquet")
     assert "--engine spark" in error(capsys, "--jsonl", str(path), "--master", "local[2]")
+    assert "--exact-cap needs --engine spark" in error(capsys, "--jsonl", str(path), "--exact-cap")
     assert "not a Spark master" in error(capsys, *spark_run, "--master", "lokal[2]")
     assert "cannot read" in error(capsys, "--engine", "spark", "--warc", str(tmp_path / "no.warc"))
     assert "not a WARC" in error(capsys, "--engine", "spark", "--warc", str(path))

@@ -9,7 +9,9 @@ could join, in the order greedy clustering prefers them.
    fingerprint counts, ties by the smaller value, as :class:`dedup.frequency.FingerprintFrequency`
    breaks them), joined on fingerprint with every leader's whole sketch. A fingerprint's
    postings are cut at the boilerplate cap (the ``cap`` lowest keys, as the local index keeps
-   the lowest cluster ids); a pair is estimated only when it meets
+   the lowest cluster ids; where the cap bites, a leader that joined a cluster can take a
+   place the local index gives to a representative, which ``exact_cap`` corrects with more
+   passes, :meth:`Search.settled`); a pair is estimated only when it meets
    :func:`dedup.cluster.hits_needed` indexed fingerprints (under the containment rule, when the
    resemblance bound allows it), in the local engine's arithmetic. This fingerprint-level work,
    a hundred values per document, is numpy's in executors (:mod:`.postings`); Spark moves the
@@ -32,6 +34,7 @@ import numpy as np
 from crawler.recluster.rounds import preference
 from crawler.recluster.spark.postings import (
     bucket_of,
+    contested,
     indexed,
     meet,
     pack,
@@ -102,9 +105,7 @@ class Search:
             containment = job.dedup.containment
             bound = job.dedup.threshold if containment is None else min(job.dedup.threshold, containment)
 
-        def of(frame: Any, kind: int) -> Any:
-            return frame.where(f"kind = {kind}")  # SQL text: one round trip to the JVM
-
+        of = of_kind
         def moved(*frames: Any) -> Any:
             union = frames[0]
             for frame in frames[1:]:
@@ -116,30 +117,77 @@ class Search:
         counted = moved(of(spread, _HELD)).mapInArrow(_count(buckets), _MOVED).persist()
         posted = moved(of(spread, _DOCUMENT), of(counted, _COUNTED)).mapInArrow(
             _index(buckets), _MOVED)
-        met = moved(of(counted, _MEMBER), posted).mapInArrow(
-            _meet(buckets, job.dedup.cap), _MOVED)
-        judged = moved(of(spread, _DOCUMENT), met).mapInArrow(
-            _verdicts(bound, buckets), _MOVED).persist()
-        self._tallies = of(judged, _TALLY).select("data")
-        served = moved(of(judged, _WANTED), of(spread, _SKETCH)).mapInArrow(_serve, _MOVED)
-        self.preferences = moved(of(judged, _KEPT), served).mapInArrow(
-            _prefer(job.dedup.threshold, job.dedup.containment), PREFERENCES)
-        self._cached = [spread, counted, judged]
+
+        def search(left_out: Any) -> tuple[Any, Any]:
+            """One pass from the postings to the preferences: its verdicts and preferences."""
+            met = moved(of(counted, _MEMBER), posted).mapInArrow(
+                _meet(buckets, job.dedup.cap, left_out, job.exact_cap), _MOVED)
+            judged = moved(of(spread, _DOCUMENT), met).mapInArrow(
+                _verdicts(bound, buckets), _MOVED).persist()
+            served = moved(of(judged, _WANTED), of(spread, _SKETCH)).mapInArrow(_serve, _MOVED)
+            return judged, moved(of(judged, _KEPT), served).mapInArrow(
+                _prefer(job.dedup.threshold, job.dedup.containment), PREFERENCES)
+
+        self._search = search
+        self._context = leaders.sparkSession.sparkContext
+        self._left_out = np.empty(0, dtype=np.int64)
+        self._judged, self.preferences = search(None)
+        self._cached = [spread, counted]
+        #: passes of the search so far (see :meth:`settled`)
+        self.passes = 1
+
+    def settled(self, decisions: Any) -> bool:
+        """Whether the greedy rounds' ``decisions`` (:data:`.greedy.DECISIONS`) are final; if
+        not, the next pass is planned (its :attr:`preferences`, for :meth:`stats` and the
+        rounds).
+
+        The local index posts representatives only, and its boilerplate cap keeps each
+        fingerprint's ``cap`` lowest of them; this search posts every leader. The decisions
+        are final when no leader that joined a cluster sits among the ``cap + 1`` lowest
+        postings of a fingerprint the cap cuts, and every leader left out still joined one
+        (:func:`.postings.contested`): the search then found what the local index finds.
+        Otherwise the joined leaders are left out of the postings and the search runs again.
+        Whether a document's candidates are right depends only on the documents before it, so
+        each pass settles a longer stretch of the input; on real corpora one more pass, if
+        any, settles them all (none when nothing was cut, :meth:`stats`' ``capped`` 0)."""
+        joined = decisions.where("kind != 'kept'").select("key")
+        rows = (
+            of_kind(self._judged, _LONG).mapInArrow(_rows_of_keys, "key long, top long")
+            .join(joined, "key")
+            .mapInArrow(_packed_keys, "data binary")
+            .collect()
+        )
+        key, top = unpack([r.data for r in rows], 2)
+        left_out = np.unique(key)
+        back = np.setdiff1d(self._left_out, left_out, assume_unique=True)
+        newly_cut = np.setdiff1d(key[top == 1], self._left_out)
+        if not back.size and not newly_cut.size:
+            return True
+        self._judged.unpersist()
+        self._left_out = left_out
+        self._judged, self.preferences = self._search(self._context.broadcast(left_out))
+        self.passes += 1
+        return False
 
     def stats(self) -> dict[str, int]:
         """The counters of the search, as the local clusterer keeps them: pairs estimated
         (``comparisons``) and skipped by the bound (``pruned``), fingerprints the cap cut
         (``capped``) and the documents they belong to."""
         total = np.zeros(len(_TALLIED) + 1, dtype=np.int64)
-        for row in self._tallies.collect():
+        for row in of_kind(self._judged, _TALLY).select("data").collect():
             total += np.frombuffer(row.data, dtype=np.int64)
         self.waiting = int(total[-1])
         return dict(zip(_TALLIED, map(int, total)))
 
     def release(self) -> None:
         """Unpersist the steps cached on the way; call once the preferences are checkpointed."""
-        for frame in self._cached:
+        for frame in (*self._cached, self._judged):
             frame.unpersist()
+
+
+def of_kind(frame: Any, kind: int) -> Any:
+    """The rows of moved arrays of one kind."""
+    return frame.where(f"kind = {kind}")  # SQL text: one round trip to the JVM
 
 
 #: what Spark moves between the steps: packed int64 columns (:func:`.postings.pack`) or
@@ -152,9 +200,10 @@ _BUCKETS_PER_PARTITION = 16
 #: leader; (d, f, count) of shared fingerprints, to their document; (d, f) of shared
 #: fingerprints, to their fingerprint; (f, e) postings; (d, e, hits, over) partial sums;
 #: leaders' sketches, to their key's bucket; (d, e) pairs to estimate; a partition's
-#: counters; (key, home) sketches a partition's pairs need; sketches served to that home
+#: counters; (key, home) sketches a partition's pairs need; sketches served to that home;
+#: (key, top) of the leaders posted under a fingerprint the cap cuts (:func:`.postings.contested`)
 (_HELD, _DOCUMENT, _COUNTED, _MEMBER, _POSTED, _MET, _SKETCH, _KEPT, _TALLY, _WANTED,
- _SERVED) = range(11)
+ _SERVED, _LONG) = range(12)
 #: the counters of :func:`.postings.tally`, in its order, but for its last (``Search.waiting``)
 _TALLIED = ("comparisons", "pruned", "capped", "capped_documents")
 
@@ -262,13 +311,22 @@ def _index(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
     return run
 
 
-def _meet(buckets: np.ndarray, cap: int) -> Callable[[Iterable[Any]], Iterator]:
+def _meet(
+    buckets: np.ndarray, cap: int, left_out: Any, exact_cap: bool
+) -> Callable[[Iterable[Any]], Iterator]:
+    """``left_out``: None, or a broadcast sorted array of the leaders whose postings are left
+    out; ``exact_cap``: also what :meth:`Search.settled` reads."""
+
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         got, _ = _received(batches)
         d, f = unpack(got.get(_MEMBER, []), 2)
         pf, pe = unpack(got.get(_POSTED, []), 2)
-        d, e, hits, over = meet(d, f, pf, pe, cap)
+        out = None if left_out is None else left_out.value
+        d, e, hits, over = meet(d, f, pf, pe, cap, out)
         yield _routed(_MET, d, (d, e, hits, over), buckets)
+        if exact_cap:
+            long, top = contested(pf, pe, cap, out)
+            yield _routed(_LONG, long, (long, top), buckets)
 
     return run
 
@@ -287,8 +345,32 @@ def _verdicts(bound: float | None, buckets: np.ndarray) -> Callable[[Iterable[An
                            [tally(d, hits, capped, keep).tobytes(), *kept])
         needed = np.unique(np.concatenate((d[keep], e[keep])))
         yield _routed(_WANTED, needed, (needed, np.full(needed.size, home)), buckets)
+        long = got.get(_LONG, [])  # kept with the verdicts, for Search.settled
+        yield _arrow_moved([home] * len(long), [_LONG] * len(long), long)
 
     return run
+
+
+def _rows_of_keys(batches: Iterable[Any]) -> Iterator[Any]:
+    """(key, top) rows of :data:`_LONG` arrays, to join with the decisions."""
+    import pyarrow as pa
+
+    key, top = unpack([b for batch in batches for b in batch.column("data").to_pylist()], 2)
+    yield pa.RecordBatch.from_arrays([pa.array(key), pa.array(top)], names=["key", "top"])
+
+
+def _packed_keys(batches: Iterable[Any]) -> Iterator[Any]:
+    """(key, top) rows packed again, to collect a few blobs rather than a row each."""
+    import pyarrow as pa
+
+    keys, tops = [], []
+    for batch in batches:
+        keys.append(batch.column("key").to_numpy())
+        tops.append(batch.column("top").to_numpy())
+    if keys:
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(pack(np.concatenate(keys), np.concatenate(tops)), pa.binary())],
+            names=["data"])
 
 
 def _serve(batches: Iterable[Any]) -> Iterator[Any]:

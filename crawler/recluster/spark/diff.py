@@ -31,11 +31,12 @@ def diff_store_spark(
     *,
     partitions: int | None = None,
     area: ContentArea | None = None,
+    exact_cap: bool = False,
 ) -> DiffResult:
     """:func:`crawler.recluster.diff.diff_store` on the Spark ``session``."""
     check_store(path)
     out = io.StringIO()
     work = diff_tasks(str(path), params.unit)
     result = recluster_spark(session, work, params, dedup, out=out, partitions=partitions,
-                             area=area)  # fmt: skip
+                             area=area, exact_cap=exact_cap)  # fmt: skip
     return compare(path, params, dedup, out.getvalue().splitlines(), result)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "BLOB_BYTES", "bucket_of", "indexed", "meet", "pack", "pack_bytes", "shared", "tally", "unpack",
+    "BLOB_BYTES", "bucket_of", "contested", "indexed", "meet", "pack", "pack_bytes", "shared",
+    "tally", "unpack",
     "unpack_bytes", "verdicts",
 ]
 
@@ -134,15 +135,35 @@ def indexed(
     return f[keep], d[keep]
 
 
+def _sorted_postings(
+    posted_f: np.ndarray, posted_e: np.ndarray, left_out: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The postings sorted by fingerprint, then document, without those of the documents in
+    ``left_out`` (sorted, or None for none)."""
+    if left_out is not None and left_out.size:
+        kept = ~_within(posted_e, left_out)
+        posted_f, posted_e = posted_f[kept], posted_e[kept]
+    order = np.lexsort((posted_e, posted_f))
+    return posted_f[order], posted_e[order]
+
+
+def _within(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Whether each value is in ``sorted_set`` (one binary search each)."""
+    at = np.minimum(np.searchsorted(sorted_set, values), sorted_set.size - 1)
+    return sorted_set[at] == values
+
+
 def meet(
-    d: np.ndarray, f: np.ndarray, posted_f: np.ndarray, posted_e: np.ndarray, cap: int
+    d: np.ndarray, f: np.ndarray, posted_f: np.ndarray, posted_e: np.ndarray, cap: int,
+    left_out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(d, e, hits, over)`` for every document d of the memberships ``(d, f)`` and earlier
     document e of the postings ``(f, e)``: how many of d's fingerprints meet e's postings
     within the boilerplate cap (a fingerprint keeps its ``cap`` lowest documents, as the local
-    index keeps the lowest cluster ids), and how many meet e as the first posting past it."""
-    order = np.lexsort((posted_e, posted_f))
-    pf, pe = posted_f[order], posted_e[order]
+    index keeps the lowest cluster ids), and how many meet e as the first posting past it.
+    The postings of the documents in ``left_out`` (sorted) are not there: leaders that joined
+    a cluster, which the local index never holds (see :func:`contested`)."""
+    pf, pe = _sorted_postings(posted_f, posted_e, left_out)
     rank = _rank(pf)
     kept = rank <= cap + 1
     pf, pe, rank = pf[kept], pe[kept], rank[kept]
@@ -156,6 +177,42 @@ def meet(
     earlier = me < md
     md, me, mrank = md[earlier], me[earlier], mrank[earlier]
     return _summed(md, me, (mrank <= cap).astype(np.int64), (mrank == cap + 1).astype(np.int64))
+
+
+def contested(
+    posted_f: np.ndarray, posted_e: np.ndarray, cap: int, left_out: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(long, top)``: the documents posted under a fingerprint of more than ``cap`` postings
+    (before ``left_out`` is taken out), and whether each is one of the ``cap + 1`` lowest of a
+    fingerprint that still has more than ``cap`` once it is (1) or not (0).
+
+    The local index posts representatives only, so its cap keeps a fingerprint's ``cap``
+    lowest *representatives*; the search posts every leader, since which leaders represent a
+    cluster is only known after the greedy rounds. A leader that joined a cluster takes a
+    place under the cap that the local index would give to a later representative, but only
+    in a fingerprint with more than ``cap`` postings (``long``), and it changes what
+    :func:`meet` finds only from among the ``cap + 1`` lowest (``top``, the first past the
+    cap counts too). So the leaders to leave out are the joined ones among ``long``, and the
+    search is settled once no joined leader is among ``top``.
+
+    >>> f = np.array([7, 7, 7, 9], dtype=np.int64)
+    >>> e = np.array([3, 1, 2, 1], dtype=np.int64)
+    >>> [a.tolist() for a in contested(f, e, 2)]
+    [[1, 2, 3], [1, 1, 1]]
+    >>> [a.tolist() for a in contested(f, e, 1, np.array([2]))]  # 1 and 3 past the cap of 1
+    [[1, 2, 3], [1, 0, 1]]
+    >>> [a.tolist() for a in contested(f, e, 2, np.array([2]))]  # two left: none cut
+    [[1, 2, 3], [0, 0, 0]]
+    """
+    pf, pe = _sorted_postings(posted_f, posted_e, None)
+    starts = _starts(pf)
+    many = np.repeat(_lengths(starts, pf.size) > cap, _lengths(starts, pf.size))
+    long = np.unique(pe[many])
+    pf, pe = _sorted_postings(pf[many], pe[many], left_out)
+    starts = _starts(pf)
+    cut = np.repeat(_lengths(starts, pf.size) > cap, _lengths(starts, pf.size))
+    top = np.unique(pe[cut & (_rank(pf) <= cap + 1)])
+    return long, _within(long, top).astype(np.int64) if top.size else np.zeros_like(long)
 
 
 def _summed(

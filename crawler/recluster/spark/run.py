@@ -56,15 +56,18 @@ def recluster_spark(
     sketch: Callable[[SourceDocument], SketchedDocument] = sketch_source,
     area: ContentArea | None = None,
     stretch: int | None = None,
+    exact_cap: bool = False,
 ) -> ReclusterResult:
     """Cluster the documents of ``work`` on Spark; write clusters.jsonl lines to ``out`` (in
     input order) or a Parquet dataset to ``parquet``. Same result as the local engine's
     (:func:`crawler.recluster.run.recluster`), HTML read with the content area ``area``.
-    ``stretch``: pending documents per range of a greedy round (fewer: more rounds)."""
+    ``stretch``: pending documents per range of a greedy round (fewer: more rounds).
+    ``exact_cap``: where the boilerplate cap bites, search again until it cuts where the local
+    index's cuts (:meth:`~crawler.recluster.spark.candidates.Search.settled`)."""
     if dedup.representative == "popular":
         raise ValueError("the 'popular' representative is not available on Spark")
     started = time.perf_counter()
-    job = SparkJob(params, dedup, partitions or 0, sketch, area)
+    job = SparkJob(params, dedup, partitions or 0, sketch, area, exact_cap=exact_cap)
     if stretch is not None:
         job.stretch = stretch
     cached = documents(session, work, job).persist()
@@ -204,19 +207,26 @@ def cluster(plan: Plan) -> Clustered:
     planned in ``plan`` to a row per document."""
     phase = _Phases()
     job, search = plan.job, plan.search
-    stats = search.stats()
-    phase("candidates")
-    if search.waiting:
-        # kept by the first round's job, which estimates the pairs on its way
-        prefs = search.preferences.localCheckpoint(eager=False)
-    else:  # no pair to estimate: no document prefers any other
-        prefs = plan.docs.sparkSession.createDataFrame([], PREFERENCES)
-    decisions, rounds = greedy_rounds(plan.leaders, prefs, job.partitions, job.stretch,
-                                     search.waiting)
+    while True:
+        stats = search.stats()
+        phase("candidates")
+        if search.waiting:
+            # kept by the first round's job, which estimates the pairs on its way
+            prefs = search.preferences.localCheckpoint(eager=False)
+        else:  # no pair to estimate: no document prefers any other
+            prefs = plan.docs.sparkSession.createDataFrame([], PREFERENCES)
+        decisions, rounds = greedy_rounds(plan.leaders, prefs, job.partitions, job.stretch,
+                                         search.waiting)
+        phase("estimates and greedy rounds")
+        # a cap that cut nothing cut nothing differently from the local index's
+        if not job.exact_cap or not stats["capped"] or search.settled(decisions):
+            break
+        log.debug("pass %d: leaders that joined a cluster took places under the cap",
+                  search.passes - 1)
     search.release()
-    phase("estimates and greedy rounds")
     rows = _numbered(decisions, plan.copies)
     stats["rounds"] = rounds
+    stats["passes"] = search.passes
     return Clustered(rows, stats, [plan.copies])
 
 

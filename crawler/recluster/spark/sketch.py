@@ -53,6 +53,9 @@ class SparkJob:
     area: ContentArea | None = None
     #: pending documents per range of a greedy round (crawler.recluster.spark.greedy)
     stretch: int = 50_000
+    #: search again until the boilerplate cap keeps representatives only, as the local
+    #: index's does (:meth:`crawler.recluster.spark.candidates.Search.settled`)
+    exact_cap: bool = False
 
     @property
     def need(self) -> float:

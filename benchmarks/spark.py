@@ -810,7 +810,7 @@ def _exact_line(exact: dict[str, Any] | None, cap: str, documents: int,
     than = f" (without it: {seconds:.1f} s)" if seconds else ""
     moved = exact["documents"]
     return [f"with{cap} --exact-cap: {moved} documents decided differently "
-            f"({moved / documents:.2%}); {exact['passes']} searches, "
+            f"({moved / documents:.2%}); {exact['passes']} search{'es' * (exact['passes'] != 1)}, "
             f"{exact['seconds']:.1f} s in local[2]{than}", *_examples(exact)]
 
 

@@ -218,8 +218,9 @@ def cluster(plan: Plan) -> Clustered:
         decisions, rounds = greedy_rounds(plan.leaders, prefs, job.partitions, job.stretch,
                                          search.waiting)
         phase("estimates and greedy rounds")
-        # a cap that cut nothing cut nothing differently from the local index's
-        if not job.exact_cap or not stats["capped"] or search.settled(decisions):
+        # a first search whose cap cut nothing cut nothing differently from the local index's
+        if (not job.exact_cap or (search.passes == 1 and not stats["capped"])
+                or search.settled(decisions)):
             break
         log.debug("pass %d: leaders that joined a cluster took places under the cap",
                   search.passes - 1)

@@ -150,8 +150,9 @@ class Search:
         (:func:`.postings.contested`): the search then found what the local index finds.
         Otherwise the joined leaders are left out of the postings and the search runs again.
         Whether a document's candidates are right depends only on the documents before it, so
-        each pass settles a longer stretch of the input: on 20,000 real pages two more passes
-        settled them all. No pass is needed when the first cut nothing (:meth:`stats`'
+        each pass settles a longer stretch of the input (the first document it got wrong is
+        right in the next, so the passes end): on 20,000 real pages two more passes settled
+        them all. No pass is needed when the first cut nothing (:meth:`stats`'
         ``capped`` 0)."""
         joined = decisions.where("kind != 'kept'").select("key")
         rows = (

@@ -419,6 +419,12 @@ def test_diff_on_spark_reports_what_the_local_diff_reports(spark, tmp_path_facto
     table = diff_table(capsys, *higher, "--engine", "spark")
     assert table == diff_table(capsys, *higher, "-j", "1")
     assert "0 would now be dropped, 5 would now be kept, 22 stay kept, 3 stay dropped" in table
+    # --exact-cap reaches the diff: under a cap of 1, the local diff's report
+    capped = ["--store", str(site.store), "--cap", "1"]
+    got = run(capsys, "--diff", *capped, "--engine", "spark", "--exact-cap")
+    expected = run(capsys, "--diff", *capped, "-j", "1")
+    assert got.pop("seconds") > 0 and expected.pop("seconds") > 0
+    assert got == expected
 
 
 def test_diff_on_spark_counts_what_it_cannot_compare_as_the_local_diff_does(

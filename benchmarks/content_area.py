@@ -38,7 +38,7 @@ from crawler.recluster.inputs import SourceDocument
 from crawler.recluster.run import recluster
 from dedup.canonical import decode_html, document_tokens, html_joined_tokens, text_tokens
 from dedup.cluster import DROPPED
-from dedup.content_area import MAIN_CANDIDATES, STANDARDS_MODE, resolve
+from dedup.content_area import STANDARDS_MODE, resolve
 from dedup.params import ContentArea, DedupParams, SketchParams
 
 AREAS = {

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from scrapy import Request
 from scrapy.core.downloader import Slot
 from scrapy.exceptions import NotConfigured
 from scrapy.extensions.throttle import AutoThrottle

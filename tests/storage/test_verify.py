@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from crawler.cli import main
-from crawler.cli import COMMANDS
+from crawler.cli import COMMANDS, main
 from crawler.cli import verify as verify_command
 from storage.lmdb_env import pack_id
 from storage.records import DocumentRecord

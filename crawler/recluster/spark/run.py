@@ -22,6 +22,7 @@ from crawler.recluster.run import ReclusterResult, _line, _number
 from crawler.recluster.spark.candidates import PREFERENCES, Search, split_copies
 from crawler.recluster.spark.greedy import greedy_rounds
 from crawler.recluster.spark.postings import BLOB_BYTES
+from crawler.recluster.spark.routes import routes
 from crawler.recluster.spark.sketch import SparkJob, documents
 from crawler.recluster.spark.tasks import RECORD_BITS, TASK_DOCUMENTS, Task
 from dedup.cluster import KINDS, Assignment, Decision
@@ -31,7 +32,7 @@ from dedup.summary import ClusterSummary
 
 __all__ = [
     "DOCUMENTS_PER_PARTITION", "Plan", "cluster", "default_partitions", "expected_documents",
-    "recluster_spark",
+    "in_input_order", "recluster_spark",
 ]
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,8 @@ def recluster_spark(
     # driver plans one while the other runs); the first to need a partition of rows caches it
     with ThreadPoolExecutor(1) as beside:
         summary = beside.submit(_summary, rows)
-        ordered = rows.join(docs.select("key", "id"), "key").orderBy("key")
+        ordered = in_input_order(rows.join(docs.select("key", "id"), "key"), len(work),
+                                 job.partitions)
         if parquet is not None:
             ordered.selectExpr(
                 "key AS position", "id", "cluster", "representative", "r AS resemblance",
@@ -122,6 +124,23 @@ def recluster_spark(
     cached.unpersist()
     result.seconds = time.perf_counter() - started
     return result
+
+
+def in_input_order(frame: Any, tasks: int, partitions: int) -> Any:
+    """``frame``'s rows sorted by key, partition after partition: partition ``p`` holds the
+    input tasks ``tasks·p/partitions`` to the next one's, each sorted. The input order is
+    known before any row is read (a key's high bits are its task), so this is a plain
+    repartition, not a global sort's range partitioning, which first samples its whole input
+    in a job of its own (on 20,000 pages, 0.3 s of a 7.5 s run)."""
+    from pyspark.sql import functions as F
+
+    if tasks <= 1 or partitions <= 1:
+        return frame.coalesce(1).sortWithinPartitions("key")
+    # partition p's route: the int that Spark's hash partitioning sends to p (:mod:`.routes`)
+    route = F.array(*(F.lit(int(r)) for r in routes(partitions, partitions)))
+    part = F.floor(F.shiftright("key", RECORD_BITS) * partitions / tasks).cast("int")
+    return (frame.withColumn("_route", F.element_at(route, part + 1))
+            .repartition(partitions, "_route").sortWithinPartitions("key").drop("_route"))
 
 
 def expected_documents(work: list[Task]) -> int:

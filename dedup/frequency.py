@@ -34,7 +34,7 @@ try:
 except ImportError:  # installed without a C compiler: the numpy way below
     _c_probes = None
 
-__all__ = ["FingerprintFrequency", "multiply_shift"]
+__all__ = ["COUNTERS", "FingerprintFrequency", "counter_cells", "multiply_shift"]
 
 # odd 64-bit multipliers, one per row or probe (the golden ratio's and two of its family)
 MULTIPLIERS = np.array(
@@ -51,12 +51,31 @@ def multiply_shift(keys: npt.NDArray[np.uint64], rows: int, bits: int) -> npt.ND
     return (keys[None, :] * MULTIPLIERS[:rows, None]) >> np.uint64(64 - bits)
 
 
+#: counters per row of the sketch the clusterer keeps (8 MB in all)
+COUNTERS = 1 << 20
+
+
+def counter_cells(keys: npt.NDArray[np.uint64], counters: int = COUNTERS) -> npt.NDArray[np.uint64]:
+    """The flat counter of each key in each row of :class:`FingerprintFrequency` (shape (rows,
+    len(keys)), the rows side by side), so that another process can count as it counts: a
+    key's estimate after some documents is the least, over its rows, of how many of those
+    documents hold a key of the same counter.
+
+    >>> counter_cells(np.array([1, 2], dtype=np.uint64), counters=1 << 8).tolist()
+    [[158, 60], [450, 389]]
+    """
+    bits = counters.bit_length() - 1
+    rows = FingerprintFrequency.ROWS
+    offsets = (np.arange(rows, dtype=np.uint64) * np.uint64(counters))[:, None]
+    return multiply_shift(keys, rows, bits) + offsets
+
+
 class FingerprintFrequency:
     """Count-min sketch of fingerprint occurrences: :meth:`add` arrays, :meth:`estimate` counts."""
 
     ROWS = 2
 
-    def __init__(self, counters: int = 1 << 20) -> None:
+    def __init__(self, counters: int = COUNTERS) -> None:
         if counters < 2 or counters & (counters - 1):
             raise ValueError(f"counters must be a power of two of at least 2; got {counters}")
         if self.ROWS * counters * 4 > sys.maxsize:  # uint32 counters
@@ -64,11 +83,10 @@ class FingerprintFrequency:
         self._bits = counters.bit_length() - 1
         # the rows side by side in one flat array: one gather or scatter serves both
         self._counts = np.zeros(self.ROWS * counters, dtype=np.uint32)
-        self._offsets = (np.arange(self.ROWS, dtype=np.uint64) * np.uint64(counters))[:, None]
         self._multipliers = np.ascontiguousarray(MULTIPLIERS[: self.ROWS])
 
     def _cells(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-        return multiply_shift(keys, self.ROWS, self._bits) + self._offsets
+        return counter_cells(keys, 1 << self._bits)
 
     def add(self, keys: npt.ArrayLike) -> None:
         """Count each key once (pass a document's distinct fingerprints).

@@ -256,6 +256,10 @@ def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bo
     if spark is not None:
         cores = spark["cores"]
         lines[-2] += f"; on Spark, master {spark['master']}, {cores} core{'s' * (cores != 1)}"
+        if capped and not args.exact_cap:
+            # the search posts every leader, the local index representatives only (README)
+            lines.insert(-1, "where the cap bit, a few documents may join another near duplicate "
+                             "than on one machine; --exact-cap makes them the same")
     print("\n".join(lines), file=sys.stderr if to_stderr else sys.stdout)
     return 0
 

@@ -206,3 +206,47 @@ def test_pack_bytes_cuts_blobs_under_the_limit_and_keeps_a_long_value_whole():
     fitting = (P.BLOB_BYTES - 8) // 1016
     assert len(P.pack_bytes(np.arange(fitting), [b"x" * 1000] * fitting)) == 1
     assert len(P.pack_bytes(np.arange(fitting + 1), [b"x" * 1000] * (fitting + 1))) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(corpora(), st.integers(1, 4), st.sampled_from([1 << 2, 1 << 4, 1 << 20]), st.data())
+def test_indexed_parts_ranked_as_the_local_clusterer_ranks_them(corpus, buckets, counters, data):
+    """With --exact-cap each leader's indexed part is picked as the local clusterer picks a new
+    representative's: its k rarest fingerprints by the count-min sketch of the documents up to
+    it, in input order, collisions and all (a few counters: many). The oracle is the
+    clusterer's own :class:`~dedup.frequency.FingerprintFrequency`, fed one document at a
+    time; the steps run on the documents cut into buckets, as Spark cuts them."""
+    from dedup.frequency import FingerprintFrequency
+
+    docs, _, _ = corpus
+    frequency = FingerprintFrequency(counters=counters)
+    expected = set()
+    for key, fps, k, _, _ in docs:
+        distinct = np.array(fps, dtype=np.int64).view(np.uint64)
+        frequency.add(distinct)
+        expected |= {(int(f), key) for f in frequency.rarest(np.sort(distinct), k).view(np.int64)}
+
+    def cut(values, keys):  # rows to buckets by key, as _routed cuts them
+        where = P.bucket_of(np.asarray(keys, dtype=np.int64), buckets)
+        return [np.flatnonzero(where == b) for b in range(buckets)]
+
+    keys = np.array([d[0] for d in docs], dtype=np.int64)
+    sizes = np.array([len(d[1]) for d in docs], dtype=np.int64)
+    ks = np.array([d[2] for d in docs], dtype=np.int64)
+    f = np.concatenate([np.array(d[1], dtype=np.int64) for d in docs])
+    d = np.repeat(keys, sizes)
+    # documents read in any split (a task each), their counters met in buckets of counters
+    split = data.draw(st.integers(1, len(docs)), "split")
+    hits = [P.document_cells(keys[part], sizes[part], f[np.isin(d, keys[part])], counters)
+            for part in (slice(0, split), slice(split, None)) if keys[part].size]
+    cell = np.concatenate([h[0] for h in hits])
+    owner = np.concatenate([h[1] for h in hits])
+    running = [P.running_counts(cell[rows], owner[rows]) for rows in cut(cell, cell)]
+    rk, rc, rn = (np.concatenate([r[i] for r in running]) for i in range(3))
+    got = set()
+    for rows, runs in zip(cut(keys, keys), cut(rk, rk)):
+        mine = np.isin(d, keys[rows])
+        pf, pe = P.rarest_counted(d[mine], f[mine], keys[rows], ks[rows],
+                                  rk[runs], rc[runs], rn[runs], counters)
+        got |= set(zip(pf.tolist(), pe.tolist()))
+    assert got == expected

@@ -273,6 +273,12 @@ def test_exact_cap_cuts_where_the_local_index_cuts_and_agrees(spark, tmp_path, c
                  "--threshold", "0.8", "--exact-cap", "-o", str(tmp_path / "out.jsonl"))
     assert report["clustering"]["passes"] == again.stats["passes"]
     assert (tmp_path / "out.jsonl").read_text() == expected.getvalue()
+    # the summary points to --exact-cap where the cap bit, and only then
+    for extra, told in (((), True), (("--exact-cap",), False)):
+        argv = ["recluster", "--jsonl", str(path), "--engine", "spark", "--cap", "1",
+                "--threshold", "0.8", *extra, "-o", str(tmp_path / "out.jsonl")]
+        assert main(argv) == 0
+        assert ("--exact-cap makes them the same" in capsys.readouterr().out) is told
 
 
 def test_a_plan_made_for_other_partitions_is_made_again_and_agrees(spark, tmp_path, caplog):

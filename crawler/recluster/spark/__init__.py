@@ -23,6 +23,8 @@ the indexed part of more than ``cap`` near-identical leaders is cut where the lo
 not (and the local engine, which picks the "rarest" part from the counts seen so far, indexes
 common fingerprints early in a corpus where this engine does not). Both report how often the
 cap bit (``capped``); the benchmark counts the documents decided differently under a small cap.
+``--exact-cap`` closes both gaps: it ranks each part by the local clusterer's own running
+count-min estimates, and searches again without the leaders that joined a cluster.
 
 The popular representative is refused: it changes as its cluster grows, so whether a document
 joins depends on every member before it, not on its candidates alone.

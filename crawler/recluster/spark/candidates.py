@@ -7,7 +7,8 @@ could join, in the order greedy clustering prefers them.
 2. **Candidates.** Each leader indexes the rarest part of its sketch that
    :func:`dedup.cluster.indexed_count` proves sufficient (rarest by the corpus's own
    fingerprint counts, ties by the smaller value, as :class:`dedup.frequency.FingerprintFrequency`
-   breaks them), joined on fingerprint with every leader's whole sketch. A fingerprint's
+   breaks them; with ``exact_cap``, by that count-min sketch's own estimates at the leader's
+   place in the input, as the local clusterer picks it), joined on fingerprint with every leader's whole sketch. A fingerprint's
    postings are cut at the boilerplate cap (the ``cap`` lowest keys, as the local index keeps
    the lowest cluster ids; where the cap bites, a leader that joined a cluster can take a
    place the local index gives to a representative, which ``exact_cap`` corrects with more
@@ -35,10 +36,13 @@ from crawler.recluster.rounds import preference
 from crawler.recluster.spark.postings import (
     bucket_of,
     contested,
+    document_cells,
     indexed,
     meet,
     pack,
     pack_bytes,
+    rarest_counted,
+    running_counts,
     shared,
     tally,
     unpack,
@@ -97,7 +101,11 @@ class Search:
     #: for a greedy round (a pair may estimate below the threshold)
     waiting: int | None = None
 
-    def __init__(self, leaders: Any, job: SparkJob) -> None:
+    def __init__(self, leaders: Any, job: SparkJob, sketched: Any = None) -> None:
+        """``sketched``: every document with a sketch, leaders and copies; with
+        ``job.exact_cap`` each leader's indexed part is then ranked by the local clusterer's
+        running count-min estimates over them (:func:`.postings.rarest_counted`) rather than
+        by the corpus's counts, for the local engine's very postings."""
         partitions = job.partitions
         buckets = routes(partitions * _BUCKETS_PER_PARTITION, partitions)
         bound = None
@@ -113,11 +121,22 @@ class Search:
                 union = union.unionByName(frame)
             return union.repartition(partitions, "bucket")
 
+        as_local = job.exact_cap and job.need > 0 and sketched is not None
         spread = leaders.select("key", "fps", "k", "least", "den", "sketch").mapInArrow(
-            _spread(buckets), _MOVED).persist()
+            _spread(buckets, own=as_local), _MOVED).persist()
         counted = moved(of(spread, _HELD)).mapInArrow(_count(buckets), _MOVED).persist()
-        posted = moved(of(spread, _DOCUMENT), of(counted, _COUNTED)).mapInArrow(
-            _index(buckets), _MOVED)
+        self._cached = [spread, counted]
+        if as_local:
+            # the count-min counters as the local clusterer fills them, in input order: a
+            # shuffle by counter, then each count back to its document
+            hits = sketched.select("key", "fps").mapInArrow(_hits(buckets), _MOVED)
+            running = moved(hits).mapInArrow(_running(buckets), _MOVED)
+            posted = moved(of(spread, _DOCUMENT), of(spread, _OWN), running).mapInArrow(
+                _index_counted(buckets), _MOVED).persist()  # read again by every search
+            self._cached.append(posted)
+        else:
+            posted = moved(of(spread, _DOCUMENT), of(counted, _COUNTED)).mapInArrow(
+                _index(buckets), _MOVED)
 
         def search(left_out: Any) -> tuple[Any, Any]:
             """One pass from the postings to the preferences: its verdicts and preferences."""
@@ -134,7 +153,6 @@ class Search:
         self._left_out = np.empty(0, dtype=np.int64)
         self._broadcasts: list[Any] = []
         self._judged, self.preferences = search(None)
-        self._cached = [spread, counted]
         #: passes of the search so far (see :meth:`settled`)
         self.passes = 1
 
@@ -210,6 +228,9 @@ _BUCKETS_PER_PARTITION = 16
 #: (key, top) of the leaders posted under a fingerprint the cap cuts (:func:`.postings.contested`)
 (_HELD, _DOCUMENT, _COUNTED, _MEMBER, _POSTED, _MET, _SKETCH, _KEPT, _TALLY, _WANTED,
  _SERVED, _LONG) = range(12)
+#: with ``exact_cap``: (d, f) of every leader, to its document; (cell, key) count-min counters
+#: a document hits, to their counter; (key, cell, count) their values there, to the document
+_OWN, _HIT, _RUNNING = range(12, 15)
 #: the counters of :func:`.postings.tally`, in its order, but for its last (``Search.waiting``)
 _TALLIED = ("comparisons", "pruned", "capped", "capped_documents")
 
@@ -260,7 +281,9 @@ def _received(batches: Iterable[Any]) -> tuple[dict[int, list[bytes]], int]:
     return got, 0 if home is None else home
 
 
-def _spread(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
+def _spread(buckets: np.ndarray, own: bool = False) -> Callable[[Iterable[Any]], Iterator]:
+    """``own``: also each leader's fingerprints to its own document (:data:`_OWN`)."""
+
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         keys, sizes, ks, leasts, dens, held, sketches = [], [], [], [], [], [], []
         for batch in batches:
@@ -281,6 +304,8 @@ def _spread(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
         f = np.concatenate([h[1] for h in held])
         key = np.concatenate(keys)
         yield _routed(_HELD, f, (d, f), buckets)
+        if own:
+            yield _routed(_OWN, d, (d, f), buckets)
         yield _routed(_DOCUMENT, key, (key, np.concatenate(sizes), np.concatenate(ks),
                                        np.concatenate(leasts), np.concatenate(dens)), buckets)
         order, starts = _cut(key, buckets)
@@ -312,6 +337,43 @@ def _index(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
         doc, size, k, _, _ = unpack(got.get(_DOCUMENT, []), 5)
         d, f, count = unpack(got.get(_COUNTED, []), 3)
         f, e = indexed(d, f, count, doc, size, k)
+        yield _routed(_POSTED, f, (f, e), buckets)
+
+    return run
+
+
+def _hits(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        keys, sizes, fps = [], [], []
+        for batch in batches:
+            arrays = [np.frombuffer(b, dtype=np.int64) for b in batch.column("fps").to_pylist()]
+            keys.append(batch.column("key").to_numpy())
+            sizes.append(np.array([a.size for a in arrays], dtype=np.int64))
+            fps += arrays
+        if not keys:
+            return
+        cell, key = document_cells(np.concatenate(keys), np.concatenate(sizes),
+                                   np.concatenate(fps) if fps else np.empty(0, np.int64))
+        yield _routed(_HIT, cell, (cell, key), buckets)
+
+    return run
+
+
+def _running(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        cell, key = unpack(_received(batches)[0].get(_HIT, []), 2)
+        key, cell, count = running_counts(cell, key)
+        yield _routed(_RUNNING, key, (key, cell, count), buckets)
+
+    return run
+
+
+def _index_counted(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        got, _ = _received(batches)
+        doc, _, k, _, _ = unpack(got.get(_DOCUMENT, []), 5)
+        d, f = unpack(got.get(_OWN, []), 2)
+        f, e = rarest_counted(d, f, doc, k, *unpack(got.get(_RUNNING, []), 3))
         yield _routed(_POSTED, f, (f, e), buckets)
 
     return run

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from dedup.frequency import COUNTERS, counter_cells
+
 __all__ = [
-    "BLOB_BYTES", "bucket_of", "contested", "indexed", "meet", "pack", "pack_bytes", "shared",
-    "tally", "unpack",
+    "BLOB_BYTES", "bucket_of", "contested", "document_cells", "indexed", "meet", "pack",
+    "pack_bytes", "rarest_counted", "running_counts", "shared", "tally", "unpack",
     "unpack_bytes", "verdicts",
 ]
 
@@ -132,6 +134,64 @@ def indexed(
     d, f = d[order], f[order]
     at = _rows_of(doc, d)
     keep = _rank(d) >= size[at] - k[at] + 1
+    return f[keep], d[keep]
+
+
+def document_cells(
+    key: np.ndarray, size: np.ndarray, f: np.ndarray, counters: int = COUNTERS
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(cell, key)``: the counters of the local clusterer's count-min sketch
+    (:func:`dedup.frequency.counter_cells`) that each document's ``size`` fingerprints of ``f``
+    hit, each once per document, as :meth:`dedup.frequency.FingerprintFrequency.add` counts a
+    counter met twice in one document."""
+    cells = counter_cells(f.view(np.uint64), counters).view(np.int64)
+    cell = cells.ravel()
+    d = np.tile(np.repeat(key, size), cells.shape[0])
+    order = np.lexsort((cell, d))
+    cell, d = cell[order], d[order]
+    first = np.ones(cell.size, dtype=bool)
+    first[1:] = (cell[1:] != cell[:-1]) | (d[1:] != d[:-1])
+    return cell[first], d[first]
+
+
+def running_counts(cell: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(key, cell, count)``: each counter's value once the local clusterer has added document
+    ``key``, the documents before it in input order and itself; ``(cell, key)`` pairs of
+    :func:`document_cells`, every document of the corpus that hit the counter here."""
+    order = np.lexsort((key, cell))
+    cell, key = cell[order], key[order]
+    return key, cell, _rank(cell)
+
+
+#: bits of a counter's number in a (document, counter) lookup key (the sketch's two rows)
+_CELL_BITS = (2 * COUNTERS).bit_length()
+
+
+def rarest_counted(
+    d: np.ndarray, f: np.ndarray, doc: np.ndarray, k: np.ndarray,
+    counted_key: np.ndarray, counted_cell: np.ndarray, count: np.ndarray,
+    counters: int = COUNTERS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The postings ``(f, e)`` of each document's indexed part as the local clusterer picks a new
+    representative's (:meth:`dedup.frequency.FingerprintFrequency.rarest`): its ``k`` rarest
+    fingerprints by the count-min estimate at its own place in the input, the least of its
+    counters' values there (:func:`running_counts`), ties by the smaller unsigned value.
+    ``(d, f)``: every fingerprint of the documents ``doc`` (with their ``k``)."""
+    if d.size == 0:
+        return f, d
+    # documents numbered densely, so that a (document, counter) pair is one sortable int64
+    docs = np.unique(np.concatenate((d, counted_key)))
+    table = (np.searchsorted(docs, counted_key) << _CELL_BITS) | counted_cell
+    order = np.argsort(table)
+    table, count = table[order], count[order]
+    at_doc = np.searchsorted(docs, d) << _CELL_BITS
+    estimate = None
+    for row in counter_cells(f.view(np.uint64), counters).view(np.int64):
+        value = count[np.searchsorted(table, at_doc | row)]  # every pair is there
+        estimate = value if estimate is None else np.minimum(estimate, value)
+    order = np.lexsort((f.view(np.uint64), estimate, d))
+    d, f = d[order], f[order]
+    keep = _rank(d) <= k[_rows_of(doc, d)]
     return f[keep], d[keep]
 
 

@@ -213,7 +213,7 @@ class Plan:
         self.docs = docs.coalesce(job.partitions)
         self.leaders, copies = split_copies(self.docs)
         self.copies = copies.persist()
-        self.search = Search(self.leaders, job)
+        self.search = Search(self.leaders, job, self.docs.where("sketch IS NOT NULL"))
 
     def drop(self) -> None:
         """Unpersist what the plan would have cached (a plan that will not run)."""

@@ -55,7 +55,9 @@ def multiply_shift(keys: npt.NDArray[np.uint64], rows: int, bits: int) -> npt.ND
 COUNTERS = 1 << 20
 
 
-def counter_cells(keys: npt.NDArray[np.uint64], counters: int = COUNTERS) -> npt.NDArray[np.uint64]:
+def counter_cells(
+    keys: npt.NDArray[np.uint64], counters: int = COUNTERS
+) -> npt.NDArray[np.uint64]:
     """The flat counter of each key in each row of :class:`FingerprintFrequency` (shape (rows,
     len(keys)), the rows side by side), so that another process can count as it counts: a
     key's estimate after some documents is the least, over its rows, of how many of those

@@ -278,7 +278,7 @@ def test_exact_cap_cuts_where_the_local_index_cuts_and_agrees(spark, tmp_path, c
         argv = ["recluster", "--jsonl", str(path), "--engine", "spark", "--cap", "1",
                 "--threshold", "0.8", *extra, "-o", str(tmp_path / "out.jsonl")]
         assert main(argv) == 0
-        assert ("--exact-cap makes them the same" in capsys.readouterr().out) is told
+        assert ("--exact-cap picks the same" in capsys.readouterr().out) is told
 
 
 def test_a_plan_made_for_other_partitions_is_made_again_and_agrees(spark, tmp_path, caplog):

@@ -8,15 +8,15 @@ could join, in the order greedy clustering prefers them.
    :func:`dedup.cluster.indexed_count` proves sufficient (rarest by the corpus's own
    fingerprint counts, ties by the smaller value, as :class:`dedup.frequency.FingerprintFrequency`
    breaks them; with ``exact_cap``, by that count-min sketch's own estimates at the leader's
-   place in the input, as the local clusterer picks it), joined on fingerprint with every leader's whole sketch. A fingerprint's
-   postings are cut at the boilerplate cap (the ``cap`` lowest keys, as the local index keeps
-   the lowest cluster ids; where the cap bites, a leader that joined a cluster can take a
-   place the local index gives to a representative, which ``exact_cap`` corrects with more
-   passes, :meth:`Search.settled`); a pair is estimated only when it meets
-   :func:`dedup.cluster.hits_needed` indexed fingerprints (under the containment rule, when the
-   resemblance bound allows it), in the local engine's arithmetic. This fingerprint-level work,
-   a hundred values per document, is numpy's in executors (:mod:`.postings`); Spark moves the
-   arrays between its steps.
+   place in the input, as the local clusterer picks it), joined on fingerprint with every
+   leader's whole sketch. A fingerprint's postings are cut at the boilerplate cap (the
+   ``cap`` lowest keys, as the local index keeps the lowest cluster ids; where the cap
+   bites, a leader that joined a cluster can take a place the local index gives to a
+   representative, which ``exact_cap`` corrects with more passes, :meth:`Search.settled`); a
+   pair is estimated only when it meets :func:`dedup.cluster.hits_needed` indexed fingerprints
+   (under the containment rule, when the resemblance bound allows it), in the local engine's
+   arithmetic. This fingerprint-level work, a hundred values per document, is numpy's in
+   executors (:mod:`.postings`); Spark moves the arrays between its steps.
 3. **Estimates and preferences**, in executors: the pairs worth estimating stay in the
    partition that judged them, and each sketch they need is served there once (a template page
    that is a candidate of thousands of pages crosses the network once per partition, not once
@@ -281,22 +281,28 @@ def _received(batches: Iterable[Any]) -> tuple[dict[int, list[bytes]], int]:
     return got, 0 if home is None else home
 
 
+def _fingerprints(batch: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A batch of documents' keys, how many distinct fingerprints each holds, and all of them
+    in a row."""
+    arrays = [np.frombuffer(b, dtype=np.int64) for b in batch.column("fps").to_pylist()]
+    size = np.array([a.size for a in arrays], dtype=np.int64)
+    return (batch.column("key").to_numpy(), size,
+            np.concatenate(arrays) if arrays else np.empty(0, dtype=np.int64))
+
+
 def _spread(buckets: np.ndarray, own: bool = False) -> Callable[[Iterable[Any]], Iterator]:
     """``own``: also each leader's fingerprints to its own document (:data:`_OWN`)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         keys, sizes, ks, leasts, dens, held, sketches = [], [], [], [], [], [], []
         for batch in batches:
-            fps = batch.column("fps").to_pylist()
-            arrays = [np.frombuffer(b, dtype=np.int64) for b in fps]
-            key = batch.column("key").to_numpy()
-            size = np.array([a.size for a in arrays], dtype=np.int64)
+            key, size, values = _fingerprints(batch)
             keys.append(key)
             sizes.append(size)
             ks.append(batch.column("k").to_numpy(zero_copy_only=False).astype(np.int64))
             leasts.append(batch.column("least").fill_null(-1).to_numpy().astype(np.int64))
             dens.append(batch.column("den").fill_null(-1).to_numpy().astype(np.int64))
-            held.append((np.repeat(key, size), np.concatenate(arrays) if arrays else size))
+            held.append((np.repeat(key, size), values))
             sketches += batch.column("sketch").to_pylist()
         if not keys:
             return
@@ -344,16 +350,11 @@ def _index(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
 
 def _hits(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        keys, sizes, fps = [], [], []
-        for batch in batches:
-            arrays = [np.frombuffer(b, dtype=np.int64) for b in batch.column("fps").to_pylist()]
-            keys.append(batch.column("key").to_numpy())
-            sizes.append(np.array([a.size for a in arrays], dtype=np.int64))
-            fps += arrays
-        if not keys:
+        read = [_fingerprints(batch) for batch in batches]
+        if not read:
             return
-        cell, key = document_cells(np.concatenate(keys), np.concatenate(sizes),
-                                   np.concatenate(fps) if fps else np.empty(0, np.int64))
+        key, size, f = (np.concatenate(column) for column in zip(*read))
+        cell, key = document_cells(key, size, f)
         yield _routed(_HIT, cell, (cell, key), buckets)
 
     return run

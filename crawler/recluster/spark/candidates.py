@@ -101,7 +101,7 @@ class Search:
     #: for a greedy round (a pair may estimate below the threshold)
     waiting: int | None = None
 
-    def __init__(self, leaders: Any, job: SparkJob, sketched: Any = None) -> None:
+    def __init__(self, leaders: Any, job: SparkJob, sketched: Any) -> None:
         """``sketched``: every document with a sketch, leaders and copies; with
         ``job.exact_cap`` each leader's indexed part is then ranked by the local clusterer's
         running count-min estimates over them (:func:`.postings.rarest_counted`) rather than
@@ -121,7 +121,7 @@ class Search:
                 union = union.unionByName(frame)
             return union.repartition(partitions, "bucket")
 
-        as_local = job.exact_cap and job.need > 0 and sketched is not None
+        as_local = job.exact_cap and job.need > 0  # else every fingerprint is indexed
         spread = leaders.select("key", "fps", "k", "least", "den", "sketch").mapInArrow(
             _spread(buckets, own=as_local), _MOVED).persist()
         counted = moved(of(spread, _HELD)).mapInArrow(_count(buckets), _MOVED).persist()

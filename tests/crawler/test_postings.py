@@ -226,7 +226,7 @@ def test_indexed_parts_ranked_as_the_local_clusterer_ranks_them(corpus, buckets,
         frequency.add(distinct)
         expected |= {(int(f), key) for f in frequency.rarest(np.sort(distinct), k).view(np.int64)}
 
-    def cut(values, keys):  # rows to buckets by key, as _routed cuts them
+    def cut(keys):  # rows to buckets by key, as _routed cuts them
         where = P.bucket_of(np.asarray(keys, dtype=np.int64), buckets)
         return [np.flatnonzero(where == b) for b in range(buckets)]
 
@@ -241,10 +241,10 @@ def test_indexed_parts_ranked_as_the_local_clusterer_ranks_them(corpus, buckets,
             for part in (slice(0, split), slice(split, None)) if keys[part].size]
     cell = np.concatenate([h[0] for h in hits])
     owner = np.concatenate([h[1] for h in hits])
-    running = [P.running_counts(cell[rows], owner[rows]) for rows in cut(cell, cell)]
+    running = [P.running_counts(cell[rows], owner[rows]) for rows in cut(cell)]
     rk, rc, rn = (np.concatenate([r[i] for r in running]) for i in range(3))
     got = set()
-    for rows, runs in zip(cut(keys, keys), cut(rk, rk)):
+    for rows, runs in zip(cut(keys), cut(rk)):
         mine = np.isin(d, keys[rows])
         pf, pe = P.rarest_counted(d[mine], f[mine], keys[rows], ks[rows],
                                   rk[runs], rc[runs], rn[runs], counters)

@@ -508,6 +508,27 @@ def test_a_killed_python_worker_is_retried_without_duplicates_or_losses(spark, t
     assert sum(info.numFailedTasks for info in failed if info is not None) >= 1
 
 
+def test_the_workers_are_warmed_once_per_application_a_task_per_core(spark):
+    """A run first warms the workers (a task per core through Arrow), once per application:
+    a long-lived session's later runs do not pay for it again."""
+    from crawler.recluster.spark import run as engine
+
+    context = spark.sparkContext
+    engine._warmed.discard(context.applicationId)  # as if no run had come before
+    context.setJobGroup("warming", "warm_workers, twice")
+    try:
+        engine.warm_workers(spark)
+        engine.warm_workers(spark)
+        tracker = context.statusTracker()
+        jobs = tracker.getJobIdsForGroup("warming")
+        assert len(jobs) == 1
+        (stage,) = tracker.getJobInfo(jobs[0]).stageIds
+        assert tracker.getStageInfo(stage).numTasks == context.defaultParallelism
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+        context.setLocalProperty("spark.job.description", None)
+
+
 # --- the JVM of a session the engine starts --------------------------------------------------------
 
 

@@ -553,6 +553,23 @@ def test_a_session_started_here_runs_the_throughput_collector_on_a_full_heap(spa
         {"PYSPARK_SUBMIT_ARGS": "--conf spark.driver.extraJavaOptions=-XX:+UseG1GC pyspark-shell"})
 
 
+def test_a_session_started_here_interprets_its_plans_and_compiles_no_code(spark):
+    """Spark's code generation is off in a local session the engine starts: a query that
+    projects, filters and joins compiles nothing (Spark's own counter of compilations stays
+    put), and still answers right. (A few small pieces of fixed shape, an aggregation's row
+    joiner and a sort's ordering, Spark compiles whatever the setting.)"""
+    if not spark.sparkContext.getConf().get("spark.driver.defaultJavaOptions"):
+        pytest.skip("the session was not started by the engine")
+    compiled = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics \
+        .METRIC_COMPILATION_TIME()
+    before = compiled.getCount()
+    numbers = spark.range(0, 1000, 1, 2).selectExpr("id", "id % 7 AS k", "id * 3 + 1 AS v")
+    sevens = numbers.where("k = 0").select("id", "v").join(numbers.select("id", "k"), "id")
+    got = sorted((r["id"], r["v"], r["k"]) for r in sevens.collect())
+    assert got == [(i, 3 * i + 1, 0) for i in range(0, 1000, 7)]
+    assert compiled.getCount() == before
+
+
 # --- the JVM's class archive ----------------------------------------------------------------------
 
 #: a local session in a process of its own: which archives of ``NEARDUP_CLASS_ARCHIVE`` its JVM

@@ -313,21 +313,47 @@ def _run_spark(args: argparse.Namespace, config: Any) -> int:
             handle = out or open(args.output, "w", encoding="utf-8")
         except OSError as exc:
             raise UserError(f"cannot write {args.output}: {exc.strerror}") from None
+    bar = None
     try:
         with _spark_session(args) as session:
+            if not args.quiet:
+                bar = _SparkBar(work)
             result = recluster_spark(
                 session, work, config.sketch, config.dedup, out=handle,
                 parquet=args.output if parquet else None, partitions=args.partitions,
-                area=config.canonical, exact_cap=args.exact_cap,
+                area=config.canonical, exact_cap=args.exact_cap, on_progress=bar,
             )
             context = session.sparkContext
             spark = {"master": context.master, "cores": context.defaultParallelism}
     except InputError as exc:
         raise UserError(str(exc)) from None
     finally:
+        if bar is not None:
+            bar.close()
         if handle is not None and out is None:
             handle.close()
     return _report(args, config, result, to_stderr=out is not None, spark=spark)
+
+
+class _SparkBar:
+    """The progress bar of ``--engine spark``, in place of Spark's own stage bars: documents
+    read so far (each Spark task adds its own as it ends), out of how many there are when the
+    input names its documents (HTML files, a store), then what the run is doing."""
+
+    def __init__(self, work: list[Any]) -> None:
+        from tqdm import tqdm
+
+        named = all(task.items for task in work)
+        self._bar = tqdm(total=sum(len(task.items) for task in work) if named else None,
+                         unit=" docs", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+
+    def __call__(self, phase: str, documents: int) -> None:
+        self._bar.set_description_str(phase, refresh=False)
+        self._bar.update(documents - self._bar.n)
+        self._bar.refresh()
+
+    def close(self) -> None:
+        self._bar.close()
 
 
 @contextmanager
@@ -337,7 +363,7 @@ def _spark_session(args: argparse.Namespace) -> Iterator[Any]:
     from crawler.recluster.spark import SparkUnavailable, spark_session, stop_session
 
     try:
-        session, made_here = spark_session(args.master, quiet=args.quiet)
+        session, made_here = spark_session(args.master)
     except SparkUnavailable as exc:
         raise UserError(str(exc)) from None
     try:

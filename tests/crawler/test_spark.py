@@ -33,7 +33,7 @@ from crawler.recluster.spark import (  # noqa: E402
     stop_session,
     tasks,
 )
-from crawler.recluster.spark.session import local_java_options  # noqa: E402
+from crawler.recluster.spark.session import LOG_CONFIG, local_java_options  # noqa: E402
 from dedup.canonical import html_tokens  # noqa: E402
 from dedup.params import DedupParams, SketchParams  # noqa: E402
 from storage.records import DocumentRecord  # noqa: E402
@@ -133,6 +133,24 @@ def test_spark_agrees_with_the_local_engine_on_real_pages(spark, tmp_path, capsy
     lines = [json.loads(line) for line in local.read_text().splitlines()]
     assert [{k: r[k] for k in lines[0]} for r in rows] == lines
 
+
+
+def test_a_run_tells_its_progress_the_documents_read_then_what_it_does(spark, tmp_path):
+    """What the command's progress bar shows: the documents read so far, added by each Spark
+    task as it ends (four files: four tasks), all of them once the reading ends, then the
+    clustering and the writing."""
+    docs, _ = truth_corpus(seed=6, mixed=6, identical=3, singles=8)
+    files = [write_jsonl(tmp_path / f"part-{n}.jsonl", docs[n::4]) for n in range(4)]
+    told: list[tuple[str, int]] = []
+    result = recluster_spark(spark, tasks(jsonl=files), SketchParams(), DedupParams(),
+                             out=io.StringIO(), on_progress=lambda *said: told.append(said))
+    assert result.summary.documents == len(docs)
+    phases = [phase for phase, _ in told]
+    reading = phases.count("reading")
+    assert reading >= 1 and phases == ["reading"] * reading + ["clustering", "writing"]
+    read = [n for phase, n in told if phase == "reading"]
+    assert read == sorted(read) and read[-1] == len(docs)
+    assert told[-2:] == [("clustering", len(docs)), ("writing", len(docs))]
 
 
 def test_containment_rule_and_bad_json_lines_agree(spark, tmp_path, capsys):
@@ -625,7 +643,8 @@ def test_the_first_local_session_writes_the_class_archive_and_later_ones_map_it(
 
     off, _ = _archive_run("off")
     assert off["answer"] == 10 and "Archive" not in off["options"]
-    assert off["options"] == local_java_options()
+    # the local options and the log's configuration, nothing else
+    assert off["options"] == f"{local_java_options()} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
 
 
 def test_one_process_at_a_time_writes_the_class_archive(tmp_path):
@@ -702,6 +721,28 @@ def test_the_command_runs_under_spark_submit_in_the_session_spark_submit_made(tm
     assert got["spark"] == {"master": "local[1]", "cores": 1}
     assert on_spark.read_bytes() == local.read_bytes()
     assert without_timing(got) == without_timing(expected)
+
+
+def test_the_command_shows_its_own_progress_and_none_of_spark_s_start_up_lines(tmp_path):
+    """A local session started by the command: no stage bars, none of the lines Spark's log
+    prints as it starts; the command's own bar goes from reading to writing."""
+    docs, _ = truth_corpus(seed=4, mixed=3, identical=2, singles=3)
+    text = write_jsonl(tmp_path / "t.jsonl", docs)
+    env = {**os.environ, "NEARDUP_CLASS_ARCHIVE": "off"}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "crawler.cli", "recluster", "--engine", "spark",
+         "--master", "local[1]", "--jsonl", str(text), "-o", str(tmp_path / "c.jsonl")],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{len(docs)} documents" in done.stdout  # the summary
+    shown = [line.strip() for line in done.stderr.replace("\r", "\n").splitlines()]
+    # but for the JVM's own word on the incubator module Spark asks for, every line is the bar's
+    bar = [line for line in shown if line and not line.startswith("WARNING: Using incubator")]
+    assert bar and all(" docs" in line for line in bar), bar
+    # JSON Lines do not say how many documents they hold: a count, not a share
+    assert bar[-1].startswith(f"writing: {len(docs)} docs"), bar
 
 
 # --- mistakes: one line, exit 2 --------------------------------------------------------------------

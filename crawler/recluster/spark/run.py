@@ -13,7 +13,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import IO, Any
 
 from crawler.recluster.inputs import SourceDocument
@@ -31,8 +31,8 @@ from dedup.params import ContentArea, DedupParams, SketchParams
 from dedup.summary import ClusterSummary
 
 __all__ = [
-    "DOCUMENTS_PER_PARTITION", "Plan", "cluster", "default_partitions", "expected_documents",
-    "in_input_order", "recluster_spark", "warm_workers",
+    "DOCUMENTS_PER_PARTITION", "PHASES", "Plan", "cluster", "default_partitions",
+    "expected_documents", "in_input_order", "recluster_spark", "warm_workers",
 ]
 
 log = logging.getLogger(__name__)
@@ -58,13 +58,16 @@ def recluster_spark(
     area: ContentArea | None = None,
     stretch: int | None = None,
     exact_cap: bool = False,
+    on_progress: Callable[[str, int], None] | None = None,
 ) -> ReclusterResult:
     """Cluster the documents of ``work`` on Spark; write clusters.jsonl lines to ``out`` (in
     input order) or a Parquet dataset to ``parquet``. Same result as the local engine's
     (:func:`crawler.recluster.run.recluster`), HTML read with the content area ``area``.
     ``stretch``: pending documents per range of a greedy round (fewer: more rounds).
     ``exact_cap``: where the boilerplate cap bites, search again until it cuts where the local
-    index's cuts (:meth:`~crawler.recluster.spark.candidates.Search.settled`)."""
+    index's cuts (:meth:`~crawler.recluster.spark.candidates.Search.settled`).
+    ``on_progress(phase, documents)``: told what the run is doing (:data:`PHASES`) and how many
+    documents have been read, every :data:`POLL` seconds while they are read."""
     if dedup.representative == "popular":
         raise ValueError("the 'popular' representative is not available on Spark")
     started = time.perf_counter()
@@ -74,9 +77,10 @@ def recluster_spark(
     result = ReclusterResult(ClusterSummary())
     phase = _Phases()
     cores = session.sparkContext.defaultParallelism
+    read = None if on_progress is None else session.sparkContext.accumulator(0)
     with ThreadPoolExecutor(2) as beside:
         beside.submit(warm_workers, session)  # first, while the driver plans the reading
-        cached = documents(session, work, job).persist()
+        cached = documents(session, work, job, read).persist()
         # one pass over the sketched documents: how many there are, and why any were skipped.
         # Meanwhile the driver makes the clustering stages' plan (most of a second of its
         # time, with every core otherwise idle if it came after), for the partitions the
@@ -84,6 +88,8 @@ def recluster_spark(
         counted = beside.submit(lambda: cached.groupBy("skip").count().collect())
         job.partitions = partitions or default_partitions(cores, expected_documents(work))
         plan = Plan(session, cached, job)
+        if on_progress is not None:
+            _follow(counted, read, on_progress)
         total = 0
         for reason, n in counted.result():
             total += n
@@ -97,10 +103,14 @@ def recluster_spark(
         job.partitions = wanted
         plan = Plan(session, cached, job)
     phase("read and sketch")
+    if on_progress is not None:
+        on_progress(CLUSTERING, total)
     docs = plan.docs
     clustered = cluster(plan)
     rows = clustered.rows.persist()
     phase("cluster")
+    if on_progress is not None:
+        on_progress(WRITING, total)
     # the summary's small jobs run beside the write's, on the cores the write leaves idle (the
     # driver plans one while the other runs); the first to need a partition of rows caches it
     with ThreadPoolExecutor(1) as beside:
@@ -125,6 +135,20 @@ def recluster_spark(
     cached.unpersist()
     result.seconds = time.perf_counter() - started
     return result
+
+
+#: what a run tells ``on_progress`` it is doing, in this order
+READING, CLUSTERING, WRITING = PHASES = ("reading", "clustering", "writing")
+#: seconds between two looks at the documents read (a task adds its own as it ends)
+POLL = 0.5
+
+
+def _follow(reading: Future, read: Any, on_progress: Callable[[str, int], None]) -> None:
+    """Tell ``on_progress`` the documents read so far until ``reading`` (the job that reads
+    and sketches them) is done, and once more then: all of them."""
+    while not wait([reading], timeout=POLL).done:
+        on_progress(READING, read.value)
+    on_progress(READING, read.value)
 
 
 #: the Spark applications whose workers :func:`warm_workers` has warmed

@@ -9,12 +9,14 @@ import re
 import shutil
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from crawler.recluster.spark.archive import ClassArchive
 
 __all__ = [
-    "SparkUnavailable", "local_java_options", "spark_session", "stop_session", "writes_archive",
+    "LOG_CONFIG", "SparkUnavailable", "local_java_options", "spark_session", "stop_session",
+    "writes_archive",
 ]
 
 #: the class archive this process's JVM writes as it exits, if it does (:func:`stop_session`)
@@ -25,6 +27,11 @@ _MASTER = re.compile(
     r"^(local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|spark://\S+|yarn|k8s://\S+)$"
 )
 
+
+#: the log configuration of a local session's JVM: errors only, one line each. Without one,
+#: Spark prints four lines about its default configuration and Hadoop's native library
+#: before the first task (Spark's own ``setLogLevel`` comes too late for them)
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 #: a JVM option that picks a garbage collector: the JVM refuses to start with two
 _COLLECTOR = re.compile(r"-XX:\+Use\w*GC\b")
@@ -66,12 +73,13 @@ class SparkUnavailable(RuntimeError):
     """Spark cannot start here (no pyspark, no Java, a bad master URL); one line for the user."""
 
 
-def spark_session(master: str | None, *, quiet: bool = True) -> tuple[Any, bool]:
+def spark_session(master: str | None) -> tuple[Any, bool]:
     """The active SparkSession (under ``spark-submit``, or a caller's), else a new one on
     ``master`` (default ``local[*]``); and whether it was made here (then the caller stops it).
 
     The local workers run this Python (``PYSPARK_PYTHON`` unless set): the one neardup is
-    installed in.
+    installed in. A session made here shows no stage bars (the command shows its own) and,
+    when local, logs errors only (:data:`LOG_CONFIG`).
     """
     try:
         import pyarrow  # noqa: F401 - the executors hand documents to Spark as Arrow batches
@@ -109,6 +117,8 @@ def spark_session(master: str | None, *, quiet: bool = True) -> tuple[Any, bool]
             archive = ClassArchive.from_environ(None, options)
             if archive is not None:
                 options = f"{options} {archive.java_options()}".strip()
+            # after the archive's options, which name the archive by the JVM's options
+            options = f"{options} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
             builder = builder.config("spark.driver.defaultJavaOptions", options)
             # adaptive execution re-plans after every exchange, each one a job of its own (55
             # jobs instead of 19 on 20,000 pages); on one machine, with the engine's own
@@ -120,7 +130,7 @@ def spark_session(master: str | None, *, quiet: bool = True) -> tuple[Any, bool]
             # 10.2 instead of 11.2 s, and 1,000,000 documents' clustering was not slowed
             builder = builder.config("spark.sql.codegen.wholeStage", "false").config(
                 "spark.sql.codegen.factoryMode", "NO_CODEGEN")  # each expression too
-        builder = builder.config("spark.ui.showConsoleProgress", "false" if quiet else "true")
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
         # the JVM talks to its Python workers over Unix sockets: on TCP loopback each task's
         # small messages wait out delayed acknowledgements, tens of milliseconds per task
         builder = builder.config("spark.python.unix.domain.socket.enabled", "true")

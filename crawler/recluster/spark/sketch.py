@@ -64,10 +64,11 @@ class SparkJob:
         return 0.0 if self.dedup.containment is not None else float(self.dedup.threshold)
 
 
-def documents(session: Any, work: list[Task], job: SparkJob) -> Any:
+def documents(session: Any, work: list[Task], job: SparkJob, progress: Any = None) -> Any:
     """The documents DataFrame (:data:`DOCUMENTS`) of ``work``: one Spark partition per local
     task, so a file is read by one task, start to end; files on a Hadoop file system (a URL)
-    are read by Spark (``binaryFile``) and parsed by the same readers."""
+    are read by Spark (``binaryFile``) and parsed by the same readers. ``progress``: a Spark
+    accumulator that each task adds its documents to as it ends, for a progress bar."""
     frames = []
     local = [t for t in work if not remote(t.path)]
     if local:
@@ -90,11 +91,11 @@ def documents(session: Any, work: list[Task], job: SparkJob) -> Any:
         inputs = inputs.unionByName(frame)
     # Hadoop names a file in its own way (hdfs:///x may come back as hdfs://host:8020/x)
     by_path = {urlparse(t.path).path: t for t in far}
-    return inputs.mapInArrow(_sketch_batches(job, local, by_path), DOCUMENTS)
+    return inputs.mapInArrow(_sketch_batches(job, local, by_path, progress), DOCUMENTS)
 
 
 def _sketch_batches(
-    job: SparkJob, local: list[Task], by_path: dict[str, Task]
+    job: SparkJob, local: list[Task], by_path: dict[str, Task], progress: Any = None
 ) -> Callable[[Iterable[Any]], Iterator]:
     params, engine, sketch, area = job.params, job.dedup.canonicaliser, job.sketch, job.area
     need, containment = job.need, job.dedup.containment is not None
@@ -105,7 +106,7 @@ def _sketch_batches(
             columns = batch.to_pydict()
             for slot, path, content in zip(columns["slot"], columns["path"], columns["content"]):
                 task = local[slot] if slot is not None else by_path[urlparse(path).path]
-                rows = []
+                rows, n = [], -1
                 for n, doc in enumerate(read_task(task, content)):
                     try:
                         made = sketch(doc)
@@ -117,6 +118,8 @@ def _sketch_batches(
                         rows = []
                 if rows:
                     yield record_batch(rows)
+                if progress is not None:
+                    progress.add(n + 1)
 
     return run
 

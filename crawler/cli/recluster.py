@@ -366,6 +366,9 @@ def _spark_session(args: argparse.Namespace) -> Iterator[Any]:
         session, made_here = spark_session(args.master)
     except SparkUnavailable as exc:
         raise UserError(str(exc)) from None
+    url = session.sparkContext.uiWebUrl
+    if made_here and url and not args.quiet:
+        _note(f"Spark's web UI for this run (its jobs, stages and tasks): {url}")
     try:
         yield session
     finally:

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -725,7 +726,8 @@ def test_the_command_runs_under_spark_submit_in_the_session_spark_submit_made(tm
 
 def test_the_command_shows_its_own_progress_and_none_of_spark_s_start_up_lines(tmp_path):
     """A local session started by the command: no stage bars, none of the lines Spark's log
-    prints as it starts; the command's own bar goes from reading to writing."""
+    prints as it starts; one line says where Spark's web UI is, and the command's own bar goes
+    from reading to writing."""
     docs, _ = truth_corpus(seed=4, mixed=3, identical=2, singles=3)
     text = write_jsonl(tmp_path / "t.jsonl", docs)
     env = {**os.environ, "NEARDUP_CLASS_ARCHIVE": "off"}
@@ -737,9 +739,13 @@ def test_the_command_shows_its_own_progress_and_none_of_spark_s_start_up_lines(t
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"{len(docs)} documents" in done.stdout  # the summary
-    shown = [line.strip() for line in done.stderr.replace("\r", "\n").splitlines()]
-    # but for the JVM's own word on the incubator module Spark asks for, every line is the bar's
-    bar = [line for line in shown if line and not line.startswith("WARNING: Using incubator")]
+    # but for the JVM's own word on the incubator module Spark asks for, and where Spark's web
+    # UI is (on loopback), every line is the bar's
+    shown = [line.strip() for line in done.stderr.replace("\r", "\n").splitlines()
+             if line.strip() and not line.startswith("WARNING: Using incubator")]
+    assert re.fullmatch(r"neardup recluster: Spark's web UI for this run \(its jobs, stages and "
+                        r"tasks\): http://127\.0\.0\.1:\d+", shown[0]), shown[0]
+    bar = shown[1:]
     assert bar and all(" docs" in line for line in bar), bar
     # JSON Lines do not say how many documents they hold: a count, not a share
     assert bar[-1].startswith(f"writing: {len(docs)} docs"), bar

@@ -126,6 +126,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "representatives; the search keeps its first --cap documents). The "
                          "local engine's bytes on the benchmark's real pages, for about 1.5x "
                          "the time (3 searches on 20,000 pages)")
+    sp.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
+                    help="with --engine spark: a Spark setting of the session the command "
+                         "starts, as spark-submit's --conf (repeatable; e.g. "
+                         "spark.driver.memory=8g, spark.local.dir=/big/disk); they win over "
+                         "the engine's own. Under spark-submit, give them to spark-submit")
     sp.add_argument("--output-format", choices=["jsonl", "parquet"], default="jsonl",
                     help="with --engine spark: jsonl (one file, as the local engine writes) "
                          "or parquet (a dataset directory at --output)")
@@ -178,7 +183,8 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         return _run_spark(args, config)
     for option, value in (("--master", args.master), ("--partitions", args.partitions),
-                          ("--exact-cap", args.exact_cap or None)):
+                          ("--exact-cap", args.exact_cap or None),
+                          ("--spark-conf", args.spark_conf or None)):
         if value is not None:
             raise UserError(f"{option} needs --engine spark")
     if args.output_format != "jsonl":
@@ -258,6 +264,7 @@ def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bo
     if spark is not None:
         cores = spark["cores"]
         lines[-2] += f"; on Spark, master {spark['master']}, {cores} core{'s' * (cores != 1)}"
+        lines[-2] += "".join(f", {k}={v}" for k, v in spark.get("settings", {}).items())
         if capped and not args.exact_cap:
             # the search posts every leader, the local index representatives only (README)
             lines.insert(-1, "where the cap bit, a few documents may join another near duplicate "
@@ -290,6 +297,7 @@ def _run_spark(args: argparse.Namespace, config: Any) -> int:
             raise UserError(f"{option} is an option of --engine local (Spark sizes its own work)")
     if args.partitions is not None and args.partitions < 1:
         raise UserError(f"--partitions must be at least 1; got {args.partitions}")
+    args.spark_conf = spark_settings(args.spark_conf)
     parquet = args.output_format == "parquet"
     if args.diff:
         if parquet:
@@ -325,6 +333,9 @@ def _run_spark(args: argparse.Namespace, config: Any) -> int:
             )
             context = session.sparkContext
             spark = {"master": context.master, "cores": context.defaultParallelism}
+            if args.spark_conf:  # as the session has them
+                conf = context.getConf()
+                spark["settings"] = {key: conf.get(key) for key in args.spark_conf}
     except InputError as exc:
         raise UserError(str(exc)) from None
     finally:
@@ -363,9 +374,13 @@ def _spark_session(args: argparse.Namespace) -> Iterator[Any]:
     from crawler.recluster.spark import SparkUnavailable, spark_session, stop_session
 
     try:
-        session, made_here = spark_session(args.master)
+        session, made_here = spark_session(args.master, args.spark_conf)
     except SparkUnavailable as exc:
         raise UserError(str(exc)) from None
+    if args.spark_conf and not made_here:
+        raise UserError("--spark-conf sets up the Spark session the command starts, and this "
+                        "one was started before it (spark-submit): give them to spark-submit's "
+                        "--conf")
     url = session.sparkContext.uiWebUrl
     if made_here and url and not args.quiet:
         _note(f"Spark's web UI for this run (its jobs, stages and tasks): {url}")
@@ -374,6 +389,23 @@ def _spark_session(args: argparse.Namespace) -> Iterator[Any]:
     finally:
         if made_here:
             stop_session(session, None if args.quiet else _note)
+
+
+def spark_settings(given: list[str]) -> dict[str, str]:
+    """``--spark-conf KEY=VALUE`` items as a dict, the last of a key winning; a key that is not
+    Spark's (Spark itself would only warn and drop it) is a mistake.
+
+    >>> spark_settings(["spark.driver.memory=4g", "spark.sql.ansi.enabled = false"])
+    {'spark.driver.memory': '4g', 'spark.sql.ansi.enabled': 'false'}
+    """
+    settings = {}
+    for item in given:
+        key, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not key.startswith("spark.") or not value:
+            raise UserError(f"--spark-conf {item!r}: give KEY=VALUE with a Spark key, "
+                            "e.g. spark.driver.memory=8g")
+        settings[key] = value
+    return settings
 
 
 def _note(message: str) -> None:

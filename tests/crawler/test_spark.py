@@ -751,6 +751,30 @@ def test_the_command_shows_its_own_progress_and_none_of_spark_s_start_up_lines(t
     assert bar[-1].startswith(f"writing: {len(docs)} docs"), bar
 
 
+def test_spark_settings_reach_the_session_the_command_starts(tmp_path):
+    """``--spark-conf`` as a Spark user gives ``--conf`` to spark-submit: the session the
+    command starts has them (the driver's memory, set before its JVM starts, among them), over
+    the engine's own, and the summary says so; the clusters are the same."""
+    docs, _ = truth_corpus(seed=4, mixed=3, identical=2, singles=3)
+    text = write_jsonl(tmp_path / "t.jsonl", docs)
+    env = {**os.environ, "NEARDUP_CLASS_ARCHIVE": "off"}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    settings = {"spark.driver.memory": "900m", "spark.sql.adaptive.enabled": "true",
+                "spark.ui.enabled": "false"}
+    done = subprocess.run(
+        [sys.executable, "-m", "crawler.cli", "recluster", "--engine", "spark",
+         "--master", "local[1]", "--jsonl", str(text), "-o", str(tmp_path / "c.jsonl"),
+         *(f"--spark-conf={k}={v}" for k, v in settings.items()), "--json"],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["spark"] == {"master": "local[1]", "cores": 1, "settings": settings}
+    local = tmp_path / "local.jsonl"
+    assert main(["recluster", "--jsonl", str(text), "-o", str(local), "--quiet"]) == 0
+    assert (tmp_path / "c.jsonl").read_bytes() == local.read_bytes()
+
+
 # --- mistakes: one line, exit 2 --------------------------------------------------------------------
 
 
@@ -766,6 +790,14 @@ def test_wrong_options_missing_java_and_bad_masters_are_one_line_errors(
     assert "--engine spark" in error(capsys, "--jsonl", str(path), "--master", "local[2]")
     assert "--exact-cap needs --engine spark" in error(capsys, "--jsonl", str(path), "--exact-cap")
     assert "not a Spark master" in error(capsys, *spark_run, "--master", "lokal[2]")
+    assert "--spark-conf needs --engine spark" in error(
+        capsys, "--jsonl", str(path), "--spark-conf", "spark.driver.memory=2g")
+    for wrong in ("spark.driver.memory", "driver.memory=2g", "spark.driver.memory="):
+        assert f"--spark-conf {wrong!r}: give KEY=VALUE" in error(
+            capsys, *spark_run, "--spark-conf", wrong)
+    # this process's session was started before the command (as spark-submit starts one)
+    assert "give them to spark-submit's --conf" in error(
+        capsys, *spark_run, "--spark-conf", "spark.driver.memory=2g")
     assert "cannot read" in error(capsys, "--engine", "spark", "--warc", str(tmp_path / "no.warc"))
     assert "not a WARC" in error(capsys, "--engine", "spark", "--warc", str(path))
     monkeypatch.setattr(shutil, "which", lambda name: None)

@@ -77,10 +77,10 @@ def recluster_spark(
     result = ReclusterResult(ClusterSummary())
     phase = _Phases()
     cores = session.sparkContext.defaultParallelism
-    read = None if on_progress is None else session.sparkContext.accumulator(0)
+    documents_read = None if on_progress is None else session.sparkContext.accumulator(0)
     with ThreadPoolExecutor(2) as beside:
         beside.submit(warm_workers, session)  # first, while the driver plans the reading
-        cached = documents(session, work, job, read).persist()
+        cached = documents(session, work, job, documents_read).persist()
         # one pass over the sketched documents: how many there are, and why any were skipped.
         # Meanwhile the driver makes the clustering stages' plan (most of a second of its
         # time, with every core otherwise idle if it came after), for the partitions the
@@ -89,7 +89,7 @@ def recluster_spark(
         job.partitions = partitions or default_partitions(cores, expected_documents(work))
         plan = Plan(session, cached, job)
         if on_progress is not None:
-            _follow(counted, read, on_progress)
+            _follow(counted, documents_read, on_progress)
         total = 0
         for reason, n in counted.result():
             total += n
@@ -143,12 +143,14 @@ READING, CLUSTERING, WRITING = PHASES = ("reading", "clustering", "writing")
 POLL = 0.5
 
 
-def _follow(reading: Future, read: Any, on_progress: Callable[[str, int], None]) -> None:
-    """Tell ``on_progress`` the documents read so far until ``reading`` (the job that reads
-    and sketches them) is done, and once more then: all of them."""
+def _follow(
+    reading: Future, documents_read: Any, on_progress: Callable[[str, int], None]
+) -> None:
+    """Tell ``on_progress`` the documents read so far (a Spark accumulator's value) until
+    ``reading``, the job that reads and sketches them, is done; and once more then: all."""
     while not wait([reading], timeout=POLL).done:
-        on_progress(READING, read.value)
-    on_progress(READING, read.value)
+        on_progress(READING, documents_read.value)
+    on_progress(READING, documents_read.value)
 
 
 #: the Spark applications whose workers :func:`warm_workers` has warmed

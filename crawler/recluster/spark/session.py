@@ -73,9 +73,12 @@ class SparkUnavailable(RuntimeError):
     """Spark cannot start here (no pyspark, no Java, a bad master URL); one line for the user."""
 
 
-def spark_session(master: str | None) -> tuple[Any, bool]:
+def spark_session(
+    master: str | None, settings: dict[str, str] | None = None
+) -> tuple[Any, bool]:
     """The active SparkSession (under ``spark-submit``, or a caller's), else a new one on
-    ``master`` (default ``local[*]``); and whether it was made here (then the caller stops it).
+    ``master`` (default ``local[*]``), with Spark's ``settings`` over the engine's own; and
+    whether it was made here (then the caller stops it; ``settings`` apply to no other).
 
     The local workers run this Python (``PYSPARK_PYTHON`` unless set): the one neardup is
     installed in. A session made here shows no stage bars (the command shows its own) and,
@@ -113,8 +116,11 @@ def spark_session(master: str | None) -> tuple[Any, bool]:
             builder = builder.config("spark.driver.host", "127.0.0.1").config(
                 "spark.driver.bindAddress", "127.0.0.1")
             options = local_java_options()
-            # the JVM maps its classes from an archive, or writes one as it exits (:mod:`.archive`)
-            archive = ClassArchive.from_environ(None, options)
+            # the JVM maps its classes from an archive, or writes one as it exits (:mod:`.archive`);
+            # one per set of the JVM's options, the driver's settings given here among them
+            jvm = " ".join(f"{k}={v}" for k, v in sorted((settings or {}).items())
+                           if k.startswith("spark.driver."))
+            archive = ClassArchive.from_environ(None, f"{options} {jvm}".strip())
             if archive is not None:
                 options = f"{options} {archive.java_options()}".strip()
             # after the archive's options, which name the archive by the JVM's options
@@ -134,6 +140,8 @@ def spark_session(master: str | None) -> tuple[Any, bool]:
         # the JVM talks to its Python workers over Unix sockets: on TCP loopback each task's
         # small messages wait out delayed acknowledgements, tens of milliseconds per task
         builder = builder.config("spark.python.unix.domain.socket.enabled", "true")
+        for key, value in (settings or {}).items():  # the caller's, over the engine's
+            builder = builder.config(key, value)
     try:
         session = builder.getOrCreate()
     except Exception as exc:  # py4j's errors carry a Java stack trace: keep its first line

@@ -297,7 +297,7 @@ def _run_spark(args: argparse.Namespace, config: Any) -> int:
             raise UserError(f"{option} is an option of --engine local (Spark sizes its own work)")
     if args.partitions is not None and args.partitions < 1:
         raise UserError(f"--partitions must be at least 1; got {args.partitions}")
-    args.spark_conf = spark_settings(args.spark_conf)
+    args.spark_conf = spark_settings(args.spark_conf)  # checked, a dict from here on
     parquet = args.output_format == "parquet"
     if args.diff:
         if parquet:

@@ -64,11 +64,11 @@ class SparkJob:
         return 0.0 if self.dedup.containment is not None else float(self.dedup.threshold)
 
 
-def documents(session: Any, work: list[Task], job: SparkJob, progress: Any = None) -> Any:
+def documents(session: Any, work: list[Task], job: SparkJob, documents_read: Any = None) -> Any:
     """The documents DataFrame (:data:`DOCUMENTS`) of ``work``: one Spark partition per local
     task, so a file is read by one task, start to end; files on a Hadoop file system (a URL)
-    are read by Spark (``binaryFile``) and parsed by the same readers. ``progress``: a Spark
-    accumulator that each task adds its documents to as it ends, for a progress bar."""
+    are read by Spark (``binaryFile``) and parsed by the same readers. ``documents_read``: a
+    Spark accumulator that each task adds its documents to as it ends, for a progress bar."""
     frames = []
     local = [t for t in work if not remote(t.path)]
     if local:
@@ -91,11 +91,11 @@ def documents(session: Any, work: list[Task], job: SparkJob, progress: Any = Non
         inputs = inputs.unionByName(frame)
     # Hadoop names a file in its own way (hdfs:///x may come back as hdfs://host:8020/x)
     by_path = {urlparse(t.path).path: t for t in far}
-    return inputs.mapInArrow(_sketch_batches(job, local, by_path, progress), DOCUMENTS)
+    return inputs.mapInArrow(_sketch_batches(job, local, by_path, documents_read), DOCUMENTS)
 
 
 def _sketch_batches(
-    job: SparkJob, local: list[Task], by_path: dict[str, Task], progress: Any = None
+    job: SparkJob, local: list[Task], by_path: dict[str, Task], documents_read: Any = None
 ) -> Callable[[Iterable[Any]], Iterator]:
     params, engine, sketch, area = job.params, job.dedup.canonicaliser, job.sketch, job.area
     need, containment = job.need, job.dedup.containment is not None
@@ -118,8 +118,8 @@ def _sketch_batches(
                         rows = []
                 if rows:
                     yield record_batch(rows)
-                if progress is not None:
-                    progress.add(n + 1)
+                if documents_read is not None:
+                    documents_read.add(n + 1)
 
     return run
 

@@ -548,6 +548,31 @@ def test_the_workers_are_warmed_once_per_application_a_task_per_core(spark):
         context.setLocalProperty("spark.job.description", None)
 
 
+def _collector_view(batches):
+    """What the garbage collector of this worker would walk, as a step starts."""
+    import gc
+
+    import pyarrow as pa
+
+    frozen, tracked = gc.get_freeze_count(), len(gc.get_objects())
+    for _ in batches:
+        yield pa.RecordBatch.from_pydict({"frozen": [frozen], "tracked": [tracked]})
+
+
+def test_a_python_step_leaves_its_worker_s_objects_out_of_the_collections_after_it(spark):
+    """PySpark's daemon collects garbage after every task; a step freezes what its worker
+    holds as it starts (pyspark's, pyarrow's, the engine's modules), so that collection walks
+    only what the step made: many frozen objects, few left to walk, in every task."""
+    from crawler.recluster.spark.steps import python_step
+
+    seen = python_step(spark.range(0, 6, 1, 6), _collector_view, "frozen long, tracked long")
+    rows = seen.collect()
+    assert len(rows) == 6
+    for row in rows:
+        assert row.frozen > 20_000  # pyspark and pyarrow alone are tens of thousands
+        assert row.tracked < row.frozen / 20
+
+
 # --- the JVM of a session the engine starts --------------------------------------------------------
 
 

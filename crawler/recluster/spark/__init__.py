@@ -15,7 +15,8 @@ Same tokens, same sketches, same decisions as the single-machine engine
 5. :mod:`~crawler.recluster.spark.run`: cluster ids in input order, the summary, and
    clusters.jsonl or Parquet.
 
-:mod:`~crawler.recluster.spark.diff` runs ``--store DIR --diff`` through the same stages.
+:mod:`~crawler.recluster.spark.diff` runs ``--store DIR --diff`` through the same stages. Every
+step that runs Python in the executors goes through :mod:`~crawler.recluster.spark.steps`.
 
 Where the two engines can differ: only through the cap. The local engine's postings hold
 representatives only; here they hold every leader that might become one, so a fingerprint in

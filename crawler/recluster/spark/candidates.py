@@ -51,6 +51,7 @@ from crawler.recluster.spark.postings import (
 )
 from crawler.recluster.spark.routes import routes
 from crawler.recluster.spark.sketch import SparkJob
+from crawler.recluster.spark.steps import python_step
 from dedup.estimators import estimate
 from dedup.sketches import sketch_from_bytes
 
@@ -122,31 +123,32 @@ class Search:
             return union.repartition(partitions, "bucket")
 
         as_local = job.exact_cap and job.need > 0  # else every fingerprint is indexed
-        spread = leaders.select("key", "fps", "k", "least", "den", "sketch").mapInArrow(
-            _spread(buckets, own=as_local), _MOVED).persist()
-        counted = moved(of(spread, _HELD)).mapInArrow(_count(buckets), _MOVED).persist()
+        spread = python_step(leaders.select("key", "fps", "k", "least", "den", "sketch"),
+                             _spread(buckets, own=as_local), _MOVED).persist()
+        counted = python_step(moved(of(spread, _HELD)), _count(buckets), _MOVED).persist()
         self._cached = [spread, counted]
         if as_local:
             # the count-min counters as the local clusterer fills them, in input order: a
             # shuffle by counter, then each count back to its document
-            hits = sketched.select("key", "fps").mapInArrow(_hits(buckets), _MOVED)
-            running = moved(hits).mapInArrow(_running(buckets), _MOVED)
-            posted = moved(of(spread, _DOCUMENT), of(spread, _OWN), running).mapInArrow(
-                _index_counted(buckets), _MOVED).persist()  # read again by every search
+            hits = python_step(sketched.select("key", "fps"), _hits(buckets), _MOVED)
+            running = python_step(moved(hits), _running(buckets), _MOVED)
+            posted = python_step(moved(of(spread, _DOCUMENT), of(spread, _OWN), running),
+                                 _index_counted(buckets), _MOVED).persist()  # every search's
             self._cached.append(posted)
         else:
-            posted = moved(of(spread, _DOCUMENT), of(counted, _COUNTED)).mapInArrow(
-                _index(buckets), _MOVED)
+            posted = python_step(moved(of(spread, _DOCUMENT), of(counted, _COUNTED)),
+                                 _index(buckets), _MOVED)
 
         def search(left_out: Any) -> tuple[Any, Any]:
             """One pass from the postings to the preferences: its verdicts and preferences."""
-            met = moved(of(counted, _MEMBER), posted).mapInArrow(
-                _meet(buckets, job.dedup.cap, left_out, job.exact_cap), _MOVED)
-            judged = moved(of(spread, _DOCUMENT), met).mapInArrow(
-                _verdicts(bound, buckets), _MOVED).persist()
-            served = moved(of(judged, _WANTED), of(spread, _SKETCH)).mapInArrow(_serve, _MOVED)
-            return judged, moved(of(judged, _KEPT), served).mapInArrow(
-                _prefer(job.dedup.threshold, job.dedup.containment), PREFERENCES)
+            met = python_step(moved(of(counted, _MEMBER), posted),
+                              _meet(buckets, job.dedup.cap, left_out, job.exact_cap), _MOVED)
+            judged = python_step(moved(of(spread, _DOCUMENT), met),
+                                 _verdicts(bound, buckets), _MOVED).persist()
+            served = python_step(moved(of(judged, _WANTED), of(spread, _SKETCH)), _serve, _MOVED)
+            return judged, python_step(moved(of(judged, _KEPT), served),
+                                       _prefer(job.dedup.threshold, job.dedup.containment),
+                                       PREFERENCES)
 
         self._search = search
         self._context = leaders.sparkSession.sparkContext
@@ -173,12 +175,8 @@ class Search:
         them all. No pass is needed when the first cut nothing (:meth:`stats`'
         ``capped`` 0)."""
         joined = decisions.where("kind != 'kept'").select("key")
-        rows = (
-            of_kind(self._judged, _LONG).mapInArrow(_rows_of_keys, "key long, top long")
-            .join(joined, "key")
-            .mapInArrow(_packed_keys, "data binary")
-            .collect()
-        )
+        long = python_step(of_kind(self._judged, _LONG), _rows_of_keys, "key long, top long")
+        rows = python_step(long.join(joined, "key"), _packed_keys, "data binary").collect()
         key, top = unpack([r.data for r in rows], 2)
         left_out = np.unique(key)
         back = np.setdiff1d(self._left_out, left_out, assume_unique=True)

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from crawler.recluster.rounds import JOINED, KEPT, decide_in_order
+from crawler.recluster.spark.steps import python_step
 
 __all__ = ["DECISIONS", "greedy_rounds"]
 
@@ -54,13 +55,13 @@ def greedy_rounds(
     left = most
     while left:
         stretches = max(1, min(partitions, -(-left // stretch)))
-        step = (
+        ranged = (
             pending.join(status.withColumnRenamed("key", "e"), "e", "left")
             .repartitionByRange(stretches, "d")
             .sortWithinPartitions("d", "pos")
-            .mapInArrow(_decide_pass, _STEP)
-            .localCheckpoint(eager=False)  # kept by the count, its first job
         )
+        step = python_step(ranged, _decide_pass, _STEP).localCheckpoint(
+            eager=False)  # kept by the count, its first job
         # decided documents have a row each, pending ones keep their first preference's
         counts = dict(step.where("decided OR pos = 0").groupBy("decided").count().collect())
         progress, left = counts.get(True, 0), counts.get(False, 0)

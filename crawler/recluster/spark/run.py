@@ -24,6 +24,7 @@ from crawler.recluster.spark.greedy import greedy_rounds
 from crawler.recluster.spark.postings import BLOB_BYTES
 from crawler.recluster.spark.routes import routes
 from crawler.recluster.spark.sketch import SparkJob, documents
+from crawler.recluster.spark.steps import python_step
 from crawler.recluster.spark.tasks import RECORD_BITS, TASK_DOCUMENTS, Task
 from dedup.cluster import KINDS, Assignment, Decision
 from dedup.index import ClusterInfo
@@ -118,13 +119,14 @@ def recluster_spark(
         ordered = in_input_order(rows.join(docs.select("key", "id"), "key"), len(work),
                                  job.partitions)
         if parquet is not None:
-            ordered.selectExpr(
+            named = ordered.selectExpr(
                 "key AS position", "id", "cluster", "representative", "r AS resemblance",
                 "kind AS decision",
-            ).mapInArrow(_rounded, _PARQUET).write.mode("overwrite").parquet(parquet)
+            )
+            python_step(named, _rounded, _PARQUET).write.mode("overwrite").parquet(parquet)
         if out is not None:
             # the next partition is computed while this one is written
-            text = ordered.mapInArrow(_lines, "text string")
+            text = python_step(ordered, _lines, "text string")
             for chunk in text.toLocalIterator(prefetchPartitions=True):
                 out.write(chunk.text)
         result.summary, kinds = summary.result()
@@ -171,7 +173,7 @@ def warm_workers(session: Any) -> None:
     _warmed.add(context.applicationId)
     cores = context.defaultParallelism
     try:
-        session.range(0, cores, 1, cores).mapInArrow(_passed, "id long").collect()
+        python_step(session.range(0, cores, 1, cores), _passed, "id long").collect()
     except Exception as exc:  # noqa: BLE001 - a warm-up's failure is not the run's
         log.debug("warming the workers failed: %s", exc)
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from crawler.recluster.inputs import InputError, SourceDocument
 from crawler.recluster.pool import SketchedDocument, _init_sketcher, sketch_source
+from crawler.recluster.spark.steps import python_step
 from crawler.recluster.spark.tasks import Task, document_key, read_task, remote
 from dedup.cluster import bound_denominator, hits_needed, indexed_count
 from dedup.estimators import estimate
@@ -91,7 +92,7 @@ def documents(session: Any, work: list[Task], job: SparkJob, documents_read: Any
         inputs = inputs.unionByName(frame)
     # Hadoop names a file in its own way (hdfs:///x may come back as hdfs://host:8020/x)
     by_path = {urlparse(t.path).path: t for t in far}
-    return inputs.mapInArrow(_sketch_batches(job, local, by_path, documents_read), DOCUMENTS)
+    return python_step(inputs, _sketch_batches(job, local, by_path, documents_read), DOCUMENTS)
 
 
 def _sketch_batches(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,15 +169,24 @@ def read_html_files(paths: Iterable[str | Path]) -> Iterator[SourceDocument]:
     read then is skipped as ``unreadable``.
     """
     for path in map(Path, paths):
-        if path.is_dir():
+        mode = _mode(path)  # one look per path: a corpus names tens of thousands
+        if stat.S_ISDIR(mode):
             found = sorted(p for p in path.rglob("*") if p.suffix.lower() in HTML_SUFFIXES)
             for page in found:
                 if page.is_file():
                     yield SourceDocument(str(page), "html", FileContent(str(page)))
-        elif path.is_file():
+        elif stat.S_ISREG(mode):
             yield SourceDocument(str(path), "html", FileContent(str(path)))
         else:
             raise InputError(f"cannot read {path}: no such file or directory")
+
+
+def _mode(path: Path) -> int:
+    """``path``'s file type and mode, links followed; 0 if there is nothing to read there."""
+    try:
+        return path.stat().st_mode
+    except (OSError, ValueError):
+        return 0
 
 
 def read_store(path: str | Path) -> Iterator[SourceDocument]:

@@ -86,6 +86,8 @@ LOCAL = "local engine, 1 process"
 ML = "Spark ML local[2]"
 ML_BIG = f"Spark ML local[2], {BIG_DRIVER} driver"
 FEW = "spark local[2], Spark ML corpus"
+#: the longer chain of :func:`stage_floor`: enough stages that their cost is not noise
+FLOOR_STAGES = 21
 #: the same Spark runs again in their session: what a notebook, a long job or a second input
 #: gets once the JVM has loaded and compiled its code and the Python workers are up (the
 #: local engine's row is a median over runs in one process, so it is warm after its first)
@@ -160,18 +162,44 @@ def _shuffle_bytes(session: Any) -> int:
     return sum(int(s.get("shuffleWriteBytes", 0)) for s in stages)
 
 
-def _task_seconds(session: Any, group: str) -> float:
-    """Seconds the tasks of the jobs of ``group`` ran (``SparkContext.setJobGroup``), summed
-    over cores: the executors' work, without the driver's planning and waiting between jobs
-    (Spark's REST API)."""
+def _group_work(session: Any, group: str) -> tuple[float, int, int]:
+    """What the jobs of ``group`` (``SparkContext.setJobGroup``) ran: their tasks' seconds
+    summed over cores (the executors' work, without the driver's planning and waiting between
+    jobs), the jobs, and the stages that ran (not those skipped, their output already there);
+    from Spark's REST API."""
     sc = session.sparkContext
     api = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}"
     with urllib.request.urlopen(f"{api}/jobs", timeout=30) as response:
-        ids = {i for job in json.load(response) if job.get("jobGroup") == group
-               for i in job["stageIds"]}
+        jobs = [job for job in json.load(response) if job.get("jobGroup") == group]
+    ids = {i for job in jobs for i in job["stageIds"]}
     with urllib.request.urlopen(f"{api}/stages", timeout=30) as response:
-        return sum(int(s.get("executorRunTime", 0)) for s in json.load(response)
-                   if s["stageId"] in ids) / 1000
+        ran = [s for s in json.load(response) if s["stageId"] in ids and s["status"] == "COMPLETE"]
+    return sum(int(s.get("executorRunTime", 0)) for s in ran) / 1000, len(jobs), len(ran)
+
+
+def _passed_through(batches: Any) -> Any:
+    yield from batches
+
+
+def stage_floor(session: Any, partitions: int, repeats: int = 3) -> float:
+    """Seconds a stage costs here when it moves nothing: one job of :data:`FLOOR_STAGES`
+    stages, each a shuffle into ``partitions`` tasks that pass a few rows through Python as
+    the clustering stages' steps do (:func:`~crawler.recluster.spark.steps.python_step`),
+    planned and run, warm (the median of ``repeats``), per stage."""
+    from crawler.recluster.spark.steps import python_step
+
+    session.conf.set("spark.sql.shuffle.partitions", str(partitions))
+
+    def chain() -> float:
+        started = time.perf_counter()
+        frame = python_step(session.range(0, 1000, 1, partitions), _passed_through, "id long")
+        for _ in range(FLOOR_STAGES - 1):
+            frame = python_step(frame.repartition(partitions, "id"), _passed_through, "id long")
+        frame.collect()
+        return time.perf_counter() - started
+
+    chain()  # its code paths run once before the clock
+    return statistics.median(chain() for _ in range(repeats)) / FLOOR_STAGES
 
 
 def tree_cpu(root: int | None = None) -> float:
@@ -382,13 +410,15 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
         clustered = cluster(Plan(session, made, job))
         kinds = dict(clustered.rows.groupBy("kind").count().collect())
         runs.append((time.perf_counter() - started, _shuffle_bytes(session) - before,
-                     _task_seconds(session, run)))
+                     *_group_work(session, run)))
         clustered.release()
-    (seconds, shuffled, tasks), (warm, _, warm_tasks) = runs
+    (seconds, shuffled, tasks, _, _), (warm, _, warm_tasks, jobs, stages) = runs
+    stage_cost = stage_floor(session, partitions)
     return {"size": size, "seconds": seconds, "us_per_doc": seconds / size * 1e6,
             "warm_seconds": warm, "warm_us_per_doc": warm / size * 1e6,
             "task_us_per_doc": tasks / size * 1e6, "warm_task_us_per_doc": warm_tasks / size * 1e6,
             "partitions": partitions, "tasks": len(counts), "rounds": clustered.stats["rounds"],
+            "jobs": jobs, "stages": stages, "stage_floor": stage_cost,
             "kinds": kinds, "shuffle_bytes": shuffled}
 
 
@@ -880,9 +910,26 @@ def _render_scale(scale: list[dict[str, Any]]) -> list[str]:
             out.append(f"the tasks' time alone (core-µs per document, first / warm), most over "
                        f"least: {work[0]:.2f}× / {work[1]:.2f}×; the rest of a run is the "
                        f"driver's planning and Spark's fixed cost per job and stage")
+        out += _floor_lines(done)
     else:
         out.append("goal: time per document flat within 1.5×")
     return out
+
+
+def _floor_lines(done: list[dict[str, Any]]) -> list[str]:
+    """What the stages alone cost of the least size's warm run, at Spark's floor, against the
+    time the goal allows that run (absent from older results)."""
+    least = min(done, key=lambda r: r["size"])
+    if "stage_floor" not in least:
+        return []
+    floor = least["stages"] * least["stage_floor"]
+    allowed = 1.5 * min(r["warm_us_per_doc"] for r in done) * least["size"] / 1e6
+    return [f"Spark's floor here: a stage of {least['partitions']} Python tasks costs "
+            f"{least['stage_floor'] * 1e3:.0f} ms however little it holds (a job of "
+            f"{FLOOR_STAGES} such stages, planned and run, warm); the warm run at "
+            f"{least['size']:,} ran {least['stages']} stages in {least['jobs']} jobs, "
+            f"{floor:.2f} s at that cost, where flat within 1.5× allows the whole run "
+            f"{allowed:.2f} s"]
 
 
 if __name__ == "__main__":

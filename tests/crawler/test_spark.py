@@ -614,6 +614,50 @@ def test_a_session_started_here_interprets_its_plans_and_compiles_no_code(spark)
     assert compiled.getCount() == before
 
 
+def _where_pyspark_is(batches):
+    import sys
+
+    import pyarrow as pa
+
+    import pyspark
+
+    for _ in batches:
+        zips = [p for p in sys.path if p.endswith("pyspark.zip")]
+        yield pa.RecordBatch.from_pydict({"file": [pyspark.__file__], "zips": [len(zips)]})
+
+
+def test_a_session_started_here_has_its_workers_import_the_installed_pyspark(spark):
+    """Spark puts its zip of PySpark first on its workers' path, where Python caches no
+    bytecode; the engine's daemon takes it off when it lies inside the installed PySpark, so
+    the workers import that package, the one the driver imports."""
+    import pyspark
+
+    if spark.sparkContext.getConf().get("spark.python.daemon.module") is None:
+        pytest.skip("the session was not started by the engine")
+    rows = spark.range(0, 2, 1, 2).mapInArrow(_where_pyspark_is, "file string, zips long").collect()
+    assert {(row.file, row.zips) for row in rows} == {(pyspark.__file__, 0)}
+
+
+def test_the_daemon_leaves_off_only_zips_of_pyspark_inside_the_installed_package(tmp_path):
+    """:func:`redundant_zips` on real directories: a zip inside the PySpark package the path
+    would import goes; a zip of another Spark home, or one with no package beside it, stays."""
+    from crawler.recluster.spark_daemon import redundant_zips
+
+    installed = tmp_path / "site-packages"
+    (installed / "pyspark" / "python" / "lib").mkdir(parents=True)
+    (installed / "pyspark" / "__init__.py").write_text("")
+    inside = installed / "pyspark" / "python" / "lib" / "pyspark.zip"
+    elsewhere = tmp_path / "opt" / "spark" / "python" / "lib" / "pyspark.zip"
+    py4j = installed / "pyspark" / "python" / "lib" / "py4j-0.10.9.9-src.zip"
+    for archive in (inside, elsewhere, py4j):
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        archive.write_bytes(b"")
+    assert redundant_zips([str(inside), str(py4j), str(installed)]) == [str(inside)]
+    assert redundant_zips([str(elsewhere), str(installed)]) == []
+    assert redundant_zips([str(inside), str(tmp_path / "empty")]) == []
+    assert redundant_zips([str(installed)]) == []
+
+
 # --- the JVM's class archive ----------------------------------------------------------------------
 
 #: a local session in a process of its own: which archives of ``NEARDUP_CLASS_ARCHIVE`` its JVM

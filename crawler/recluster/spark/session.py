@@ -32,6 +32,8 @@ _MASTER = re.compile(
 #: Spark prints four lines about its default configuration and Hadoop's native library
 #: before the first task (Spark's own ``setLogLevel`` comes too late for them)
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+#: the Python worker daemon of a local session (:mod:`crawler.recluster.spark_daemon`)
+DAEMON = "crawler.recluster.spark_daemon"
 
 #: a JVM option that picks a garbage collector: the JVM refuses to start with two
 _COLLECTOR = re.compile(r"-XX:\+Use\w*GC\b")
@@ -136,6 +138,8 @@ def spark_session(
             # 10.2 instead of 11.2 s, and 1,000,000 documents' clustering was not slowed
             builder = builder.config("spark.sql.codegen.wholeStage", "false").config(
                 "spark.sql.codegen.factoryMode", "NO_CODEGEN")  # each expression too
+            # the Python workers import PySpark as installed, not from Spark's zip
+            builder = builder.config("spark.python.daemon.module", DAEMON)
         builder = builder.config("spark.ui.showConsoleProgress", "false")
         # the JVM talks to its Python workers over Unix sockets: on TCP loopback each task's
         # small messages wait out delayed acknowledgements, tens of milliseconds per task

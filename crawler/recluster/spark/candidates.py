@@ -132,8 +132,9 @@ class Search:
             # shuffle by counter, then each count back to its document
             hits = python_step(sketched.select("key", "fps"), _hits(buckets), _MOVED)
             running = python_step(moved(hits), _running(buckets), _MOVED)
-            posted = python_step(moved(of(spread, _DOCUMENT), of(spread, _OWN), running),
-                                 _index_counted(buckets), _MOVED).persist()  # every search's
+            posted = python_step(  # cached: every search reads it
+                moved(of(spread, _DOCUMENT), of(spread, _OWN), running), _index_counted(buckets),
+                _MOVED).persist()
             self._cached.append(posted)
         else:
             posted = python_step(moved(of(spread, _DOCUMENT), of(counted, _COUNTED)),

@@ -10,8 +10,8 @@ small ones. So a step, as it starts, moves what its worker holds into the collec
 generation (:func:`gc.freeze`), which collections skip: the collection after it walks only what
 the step made. Measured on this project's 2-core machine, `local[2]`: a stage of two tasks that
 pass a few rows through Python, 62 against 22 ms; the clustering stages on 10,000 documents
-2.1 against 1.7 s warm; the whole run on 20,000 real pages 7.9 against 7.3 s warm and 11.1
-against 10.5 s on a first run (medians of 3 interleaved pairs).
+2.1 against 1.7 s warm; the whole run on 20,000 real pages 7.9 against 7.0 s warm and 11.0
+against 10.2 s on a first run (medians of 3 interleaved pairs).
 
 What is frozen stays out of every later collection: objects that were alive as a step began
 and end up in a reference cycle afterwards are not reclaimed until the worker ends. A worker's

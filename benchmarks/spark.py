@@ -177,24 +177,20 @@ def _group_work(session: Any, group: str) -> tuple[float, int, int]:
     return sum(int(s.get("executorRunTime", 0)) for s in ran) / 1000, len(jobs), len(ran)
 
 
-def _passed_through(batches: Any) -> Any:
-    yield from batches
-
-
 def stage_floor(session: Any, partitions: int, repeats: int = 3) -> float:
     """Seconds a stage costs here when it moves nothing: one job of :data:`FLOOR_STAGES`
     stages, each a shuffle into ``partitions`` tasks that pass a few rows through Python as
     the clustering stages' steps do (:func:`~crawler.recluster.spark.steps.python_step`),
     planned and run, warm (the median of ``repeats``), per stage."""
-    from crawler.recluster.spark.steps import python_step
+    from crawler.recluster.spark.steps import passed_through, python_step
 
     session.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
     def chain() -> float:
         started = time.perf_counter()
-        frame = python_step(session.range(0, 1000, 1, partitions), _passed_through, "id long")
+        frame = python_step(session.range(0, 1000, 1, partitions), passed_through, "id long")
         for _ in range(FLOOR_STAGES - 1):
-            frame = python_step(frame.repartition(partitions, "id"), _passed_through, "id long")
+            frame = python_step(frame.repartition(partitions, "id"), passed_through, "id long")
         frame.collect()
         return time.perf_counter() - started
 

@@ -24,7 +24,7 @@ from crawler.recluster.spark.greedy import greedy_rounds
 from crawler.recluster.spark.postings import BLOB_BYTES
 from crawler.recluster.spark.routes import routes
 from crawler.recluster.spark.sketch import SparkJob, documents
-from crawler.recluster.spark.steps import python_step
+from crawler.recluster.spark.steps import passed_through, python_step
 from crawler.recluster.spark.tasks import RECORD_BITS, TASK_DOCUMENTS, Task
 from dedup.cluster import KINDS, Assignment, Decision
 from dedup.index import ClusterInfo
@@ -173,13 +173,9 @@ def warm_workers(session: Any) -> None:
     _warmed.add(context.applicationId)
     cores = context.defaultParallelism
     try:
-        python_step(session.range(0, cores, 1, cores), _passed, "id long").collect()
+        python_step(session.range(0, cores, 1, cores), passed_through, "id long").collect()
     except Exception as exc:  # noqa: BLE001 - a warm-up's failure is not the run's
         log.debug("warming the workers failed: %s", exc)
-
-
-def _passed(batches: Iterable[Any]) -> Iterator[Any]:
-    yield from batches
 
 
 def in_input_order(frame: Any, tasks: int, partitions: int) -> Any:

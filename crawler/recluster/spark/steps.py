@@ -24,7 +24,7 @@ import gc
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-__all__ = ["python_step"]
+__all__ = ["passed_through", "python_step"]
 
 
 def python_step(frame: Any, step: Callable[[Iterable[Any]], Iterator[Any]], schema: str) -> Any:
@@ -38,3 +38,9 @@ def _frozen(step: Callable[[Iterable[Any]], Iterator[Any]]) -> Callable[[Iterabl
         yield from step(batches)
 
     return run
+
+
+def passed_through(batches: Iterable[Any]) -> Iterator[Any]:
+    """A step that hands its batches on as they came: a Python task that does no work of its
+    own (to start the workers, or to measure what a task costs however little it does)."""
+    yield from batches

@@ -638,6 +638,59 @@ def test_a_session_started_here_has_its_workers_import_the_installed_pyspark(spa
     assert {(row.file, row.zips) for row in rows} == {(pyspark.__file__, 0)}
 
 
+def _daemon_s_worker(batches):
+    import sys
+
+    import pyarrow as pa
+
+    for _ in batches:
+        daemon = sys.modules.get("pyspark.daemon")  # the daemon imported it, then forked us
+        name = "" if daemon is None else daemon.worker.__qualname__
+        yield pa.RecordBatch.from_pydict({"worker": [name]})
+
+
+#: PySpark's worker as it is, then as the engine's daemon wraps it, each on a socket whose other
+#: end (the JVM's) is closed, in a process of its own as the daemon forks one (PySpark's worker
+#: leaves its files open for the process's exit to close); then a worker's own failure, wrapped
+_HUNG_UP = """
+import os, socket, sys
+from pyspark import daemon
+from crawler.recluster.spark_daemon import quiet_on_hang_up
+def hung_up():
+    ours, theirs = socket.socketpair()
+    theirs.close()
+    return ours
+def broken(sock, authenticated):
+    raise ValueError("a worker's own bug")
+for worker in (daemon.worker, quiet_on_hang_up(daemon.worker), quiet_on_hang_up(broken)):
+    try:
+        print(worker(hung_up(), True))
+    except Exception as exc:
+        print(type(exc).__name__)
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+def test_the_workers_of_a_session_started_here_end_quietly_when_the_jvm_hangs_up(spark):
+    """A session that stops closes its idle workers' sockets, and PySpark's worker, finding the
+    JVM gone as it reports, raises ``BrokenPipeError``, which its daemon prints as a traceback
+    after the command's last line. The engine's daemon runs PySpark's worker wrapped, so that
+    the worker exits (returns 1) as it would, without the traceback; other failures raise."""
+    from crawler.recluster.spark_daemon import quiet_on_hang_up
+
+    if spark.sparkContext.getConf().get("spark.python.daemon.module") is None:
+        pytest.skip("the session was not started by the engine")
+    rows = spark.range(0, 2, 1, 2).mapInArrow(_daemon_s_worker, "worker string").collect()
+    # (the daemon runs as __main__: its functions' module is that)
+    assert {row.worker for row in rows} == {f"{quiet_on_hang_up.__qualname__}.<locals>.run"}
+    # what Spark sets in its workers' environment: a worker whose last flush fails raises
+    env = {**os.environ, "PYTHON_DAEMON_KILL_WORKER_ON_FLUSH_FAILURE": "true"}
+    done = subprocess.run([sys.executable, "-c", _HUNG_UP], env=env, capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["BrokenPipeError", "1", "ValueError"], done.stderr
+
+
 def test_the_daemon_leaves_off_only_zips_of_pyspark_inside_the_installed_package(tmp_path):
     """:func:`redundant_zips` on real directories: a zip inside the PySpark package the path
     would import goes; a zip of another Spark home, or one with no package beside it, stays."""

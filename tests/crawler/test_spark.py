@@ -846,6 +846,29 @@ def test_the_command_runs_under_spark_submit_in_the_session_spark_submit_made(tm
     assert without_timing(got) == without_timing(expected)
 
 
+def test_a_session_clears_what_killed_writers_of_any_archive_left(tmp_path):
+    """A process killed while its JVM wrote an archive leaves its lock and a half-written
+    archive of some 170 MB, perhaps for options no later session uses. Any session that starts,
+    one that maps its own archive too, removes those whose writer is gone (or that no lock
+    covers); a live writer's, and a lock just being taken, stay."""
+    from crawler.recluster.spark.archive import ClassArchive
+
+    env = {"NEARDUP_CLASS_ARCHIVE": str(tmp_path), "PATH": os.environ.get("PATH", "")}
+    mapped = ClassArchive.from_environ(env, "-Xmx1g")
+    mapped.path.write_bytes(b"an archive")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    for stem, holder in (("spark-killed", gone), ("spark-unlocked", None),
+                         ("spark-writing", str(os.getpid())), ("spark-starting", "")):
+        if holder is not None:
+            (tmp_path / f"{stem}.lock").write_text(holder)
+        (tmp_path / f"{stem}.{stem[6:]}.part").write_bytes(b"half an archive")
+    assert mapped.java_options().startswith("-XX:SharedArchiveFile=")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([
+        mapped.path.name, "spark-starting.lock", "spark-starting.starting.part",
+        "spark-writing.lock", "spark-writing.writing.part"])
+
+
 def test_the_command_shows_its_own_progress_and_none_of_spark_s_start_up_lines(tmp_path):
     """A local session started by the command: no stage bars, none of the lines Spark's log
     prints as it starts; one line says where Spark's web UI is, and the command's own bar goes

@@ -11,8 +11,10 @@ creation fell from about 7.5 to 4 s, its first query from 2.2 to 1.2 s.
 The archive fits one Java, one Spark install and one set of JVM options: its file name
 carries a digest of them, so another install writes its own. A JVM that finds an archive it
 cannot map (another JDK build, a damaged file) starts as it would without it. One process
-writes at a time (a lock file beside the archive); the others start as before meanwhile. The
-archives of the three installs used last are kept, the older ones removed.
+writes at a time (a lock file beside the archive); the others start as before meanwhile. A
+process killed while its JVM wrote leaves a lock and a half-written archive (170 MB or so):
+whichever session starts next removes them, for any install or options. The archives of the
+three installs used last are kept, the older ones removed.
 
 Where: ``$XDG_CACHE_HOME/neardup`` (``~/.cache/neardup``), or the directory that
 ``NEARDUP_CLASS_ARCHIVE`` names; ``NEARDUP_CLASS_ARCHIVE=off`` turns it off.
@@ -78,6 +80,7 @@ class ClassArchive:
         """``-XX:SharedArchiveFile`` when the archive exists; else ``-XX:ArchiveClassesAtExit``
         to a file of this process's own, when no other process is writing one (and the
         directory can be written); else nothing."""
+        _clear_stale(self.directory)
         if self.path.is_file():
             try:
                 os.utime(self.path)  # its time is when it was last used (see _prune)
@@ -86,7 +89,6 @@ class ClassArchive:
             return f"-XX:SharedArchiveFile={self.path} {_QUIET}"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._clear_stale()
             self._prune()
             descriptor = os.open(self._lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except OSError:  # another process writes it, or the directory is not ours to write
@@ -121,29 +123,40 @@ class ClassArchive:
             part.unlink(missing_ok=True)
             self._lock.unlink(missing_ok=True)
 
-    def _clear_stale(self) -> None:
-        """Remove the lock of a process that is gone, and half-written archives when no
-        process holds the lock (only its holder writes one)."""
-        try:
-            text = self._lock.read_text().strip()
-            age = time.time() - self._lock.stat().st_mtime
-        except FileNotFoundError:  # no lock, no writer: any half-written archive is stale
-            text, age = "", float("inf")
-        except OSError:
-            return
-        holder = int(text) if text.isdigit() else 0
-        if (holder and not _alive(holder)) or (not holder and age > _STALE_SECONDS):
-            self._lock.unlink(missing_ok=True)
-            for part in self.directory.glob(f"{self.path.stem}.*.part"):
-                part.unlink(missing_ok=True)
-
-
     def _prune(self) -> None:
         """Keep the archives of the :data:`KEPT` installs used last (each new virtual
         environment, each fresh clone that installs neardup, writes its own)."""
         archives = sorted(self.directory.glob("spark-*.jsa"), key=_used, reverse=True)
         for old in archives[KEPT:]:
             old.unlink(missing_ok=True)
+
+
+def _clear_stale(directory: Path) -> None:
+    """Remove the locks of processes that are gone, with the half-written archives of the same
+    install and options (only a lock's holder writes one), and half-written archives that no
+    lock covers: of every install, since a killed process's options may never come back."""
+    try:
+        stems = {part.name.split(".")[0] for part in directory.glob("spark-*.part")}
+        stems |= {lock.stem for lock in directory.glob("spark-*.lock")}
+    except OSError:
+        return
+    for stem in stems:
+        lock = directory / f"{stem}.lock"
+        try:
+            text = lock.read_text().strip()
+            age = time.time() - lock.stat().st_mtime
+        except FileNotFoundError:  # no lock, no writer: any half-written archive is stale
+            text, age = "", float("inf")
+        except OSError:
+            continue
+        holder = int(text) if text.isdigit() else 0
+        if (holder and not _alive(holder)) or (not holder and age > _STALE_SECONDS):
+            try:
+                lock.unlink(missing_ok=True)
+                for part in directory.glob(f"{stem}.*.part"):
+                    part.unlink(missing_ok=True)
+            except OSError:  # not ours to remove
+                pass
 
 
 def _used(path: Path) -> float:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from crawler.cli import compare, crawl, curve, demo, explain, log, recluster, report, verify
-from crawler.cli.common import UserError
+from crawler.cli.common import RunFailed, UserError
 from crawler.config import ConfigError
 
 COMMANDS: dict[str, ModuleType] = {
@@ -76,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UserError, ConfigError) as exc:
         print(f"neardup {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except RunFailed as exc:
+        print(f"neardup {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"neardup {args.command}: interrupted", file=sys.stderr)
         return 130

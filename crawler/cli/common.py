@@ -16,6 +16,11 @@ class UserError(Exception):
     """A mistake the user can fix; printed as one line."""
 
 
+class RunFailed(Exception):
+    """Work that could not finish for a reason that is not the command line's (a cluster's
+    job failed); printed as one line, exit status 1."""
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", metavar="FILE", help="configuration file (default: ./config.yaml if present)"

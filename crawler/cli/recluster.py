@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.cli.common import (
+    RunFailed,
     UserError,
     add_config_arguments,
     add_sketch_arguments,
@@ -370,8 +371,10 @@ class _SparkBar:
 @contextmanager
 def _spark_session(args: argparse.Namespace) -> Iterator[Any]:
     """The Spark session of ``--master`` (or spark-submit's), stopped after if made here; no
-    Java, no PySpark or a bad master is one line."""
+    Java, no PySpark, a bad master or a job that failed is one line (exit status 2 when the
+    cluster's setup is the cause, 1 otherwise)."""
     from crawler.recluster.spark import SparkUnavailable, spark_session, stop_session
+    from crawler.recluster.spark.failures import explain
 
     try:
         session, made_here = spark_session(args.master, args.spark_conf)
@@ -386,6 +389,12 @@ def _spark_session(args: argparse.Namespace) -> Iterator[Any]:
         _note(f"Spark's web UI for this run (its jobs, stages and tasks): {url}")
     try:
         yield session
+    except Exception as exc:
+        # a job that failed: one line, what to do when the cluster's setup is the cause
+        failure = explain(exc, session.sparkContext.pythonExec)
+        if failure is None:
+            raise
+        raise (UserError if failure.setup else RunFailed)(failure.line) from None
     finally:
         if made_here:
             stop_session(session, None if args.quiet else _note)

@@ -8,7 +8,8 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +83,9 @@ def spark_session(
     ``master`` (default ``local[*]``), with Spark's ``settings`` over the engine's own; and
     whether it was made here (then the caller stops it; ``settings`` apply to no other).
 
-    The local workers run this Python (``PYSPARK_PYTHON`` unless set): the one neardup is
-    installed in. A session made here shows no stage bars (the command shows its own) and,
+    The local workers run this Python (unless ``spark.pyspark.python`` or ``PYSPARK_PYTHON``
+    names another): the one neardup is installed in; a cluster's, what those name, else
+    PySpark's default (:func:`_workers_python`). A session made here shows no stage bars (the command shows its own) and,
     when local, logs errors only (:data:`LOG_CONFIG`).
     """
     try:
@@ -111,7 +113,6 @@ def spark_session(
         master = master or "local[*]"
         builder = builder.master(master)
         if master.startswith("local"):
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             # one machine: Spark's ports listen on loopback only, whatever the host name says
             # (SPARK_LOCAL_IP also names the executor's own address)
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -147,7 +148,9 @@ def spark_session(
         for key, value in (settings or {}).items():  # the caller's, over the engine's
             builder = builder.config(key, value)
     try:
-        session = builder.getOrCreate()
+        with _workers_python((settings or {}).get("spark.pyspark.python"),
+                             local=master is not None and master.startswith("local")):
+            session = builder.getOrCreate()
     except Exception as exc:  # py4j's errors carry a Java stack trace: keep its first line
         if archive is not None:
             archive.keep(None)  # gives up the lock
@@ -157,6 +160,27 @@ def spark_session(
         _writing = archive
     session.sparkContext.setLogLevel("ERROR")
     return session, True
+
+
+@contextmanager
+def _workers_python(named: str | None, *, local: bool) -> Iterator[None]:
+    """The Python the new session's workers run, as spark-submit picks it: ``named``
+    (``spark.pyspark.python``), else ``PYSPARK_PYTHON``, else on one machine this Python (the
+    one neardup is installed in), and on a cluster PySpark's own default, ``python3`` on the
+    executors' path (this Python's path need not exist there). PySpark reads it from
+    ``PYSPARK_PYTHON`` as its context starts, and only spark-submit turns the setting into
+    that variable: here it is set while the session starts, then put back."""
+    chosen = named or os.environ.get("PYSPARK_PYTHON") or (sys.executable if local else None)
+    before = os.environ.get("PYSPARK_PYTHON")
+    if chosen is not None:
+        os.environ["PYSPARK_PYTHON"] = chosen
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYSPARK_PYTHON", None)
+        else:
+            os.environ["PYSPARK_PYTHON"] = before
 
 
 def writes_archive() -> bool:

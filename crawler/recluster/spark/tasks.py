@@ -7,11 +7,17 @@ pages; for ``--diff``, chunks of a store's document ids (:func:`diff_tasks`). A 
 is its task's ordinal in the high bits and its ordinal in the task in the low
 (:func:`document_key`), so the key orders documents as the input does, whatever the partition
 that happens to read them.
+
+A plain path names a file on the driver's machine as the user gave it, relative to the
+driver's working directory or not; the executors of a cluster run elsewhere (a standalone
+worker in its own work directory), so a task carries that directory and reads
+:meth:`Task.located`, while document ids keep the path as given, as the local engine's do.
 """
 
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +26,10 @@ from urllib.parse import urlparse
 
 from crawler.recluster.inputs import (
     InputError,
+    FileContent,
     SourceDocument,
     _check_archive_start,
     read_html_files,
-    read_jsonl,
     read_jsonl_lines,
     read_warc,
     read_warc_stream,
@@ -64,6 +70,19 @@ class Task:
     text_field: str = "text"
     #: diff: the unit the re-clustering tokenises by (a kept text has lines only in a line store)
     unit: str = ""
+    #: the driver's working directory, where a relative plain path is
+    base: str = ""
+
+    def located(self, path: str) -> str:
+        """Where an executor opens ``path`` of this task: a relative plain path joined to the
+        driver's working directory (a URL, or an absolute path, as it is).
+
+        >>> Task(0, "jsonl", "in/a.jsonl", base="/data").located("in/a.jsonl")
+        '/data/in/a.jsonl'
+        >>> Task(0, "warc", base="/data").located("/x.warc"), Task(0, "warc").located("x.warc")
+        ('/x.warc', 'x.warc')
+        """
+        return path if remote(path) or not self.base else os.path.join(self.base, path)
 
 
 def tasks(
@@ -79,9 +98,10 @@ def tasks(
     chains them). Reads no page: a missing file, or a file that does not begin like a WARC, is
     an :class:`InputError` here, before any work, as in the local engine."""
     out: list[Task] = []
+    base = os.getcwd()
     if store:
         for chunk in _chunks(_store_pages(store), TASK_DOCUMENTS):
-            out.append(Task(len(out), "store", store, tuple(chunk)))
+            out.append(Task(len(out), "store", store, tuple(chunk), base=base))
     for path in warc:
         local = _local_path(path)
         if local is not None:
@@ -90,15 +110,16 @@ def tasks(
                     _check_archive_start(stream, path)
             except OSError as exc:
                 raise InputError(f"cannot read {path}: {exc.strerror}") from None
-        out.append(Task(len(out), "warc", str(path)))
+        out.append(Task(len(out), "warc", str(path), base=base))
     for path in jsonl:
         local = _local_path(path)
         if local is not None and not Path(local).is_file():
             raise InputError(f"cannot read {path}: no such file")
-        out.append(Task(len(out), "jsonl", str(path), id_field=id_field, text_field=text_field))
+        out.append(Task(len(out), "jsonl", str(path), id_field=id_field, text_field=text_field,
+                        base=base))
     files = [doc.content.path for doc in read_html_files(html)]  # type: ignore[union-attr]
     for chunk in _chunks(files, TASK_DOCUMENTS):
-        out.append(Task(len(out), "html", items=tuple(chunk)))
+        out.append(Task(len(out), "html", items=tuple(chunk), base=base))
     return out
 
 
@@ -108,7 +129,7 @@ def diff_tasks(store: str, unit: str) -> list[Task]:
     engine reads the store (:func:`crawler.recluster.diff.diff_documents`). Reads only the
     records' URLs (the cheapest pass over the ids), no page, no text."""
     ids = (doc_id for doc_id, _ in _store_records(store, lambda st: st.urls()))
-    return [Task(n, "diff", store, tuple(chunk), unit=unit)
+    return [Task(n, "diff", store, tuple(chunk), unit=unit, base=os.getcwd())
             for n, chunk in enumerate(_chunks(ids, TASK_DOCUMENTS))]  # fmt: skip
 
 
@@ -173,22 +194,34 @@ def read_task(task: Task, content: bytes | None = None) -> Iterator[SourceDocume
             if content is not None:
                 yield from read_warc_stream(io.BytesIO(content), task.path)
             else:
-                yield from read_warc([task.path])
+                yield from read_warc([task.located(task.path)])
         elif task.kind == "jsonl":
             if content is not None:
                 text = io.TextIOWrapper(io.BytesIO(content), encoding="utf-8", errors="replace")
                 yield from read_jsonl_lines(text, task.path, task.id_field, task.text_field)
             else:
-                yield from read_jsonl([task.path], task.id_field, task.text_field)
+                yield from _read_jsonl(task)
         elif task.kind == "html":
-            yield from read_html_files(task.items)
+            # listed on the driver: a file that cannot be read now is that document's skip
+            for path in task.items:
+                yield SourceDocument(path, "html", FileContent(task.located(path)))
         elif task.kind == "store":
-            yield from _read_store_pages(task.path, task.items)
+            yield from _read_store_pages(task.located(task.path), task.items)
         elif task.kind == "diff":
-            yield from _read_diff_documents(task.path, task.items, task.unit)
+            yield from _read_diff_documents(task.located(task.path), task.items, task.unit)
     except Exception as exc:  # a corrupt or vanished file: say so, keep what came before
         reason = f"unreadable_{task.kind} ({type(exc).__name__})"
         yield SourceDocument(task.path or task.kind, "html", b"", skip_reason=reason)
+
+
+def _read_jsonl(task: Task) -> Iterator[SourceDocument]:
+    """A JSON Lines task's documents, its lines named by the path as given."""
+    try:
+        stream = open(task.located(task.path), encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot read {task.path}: {exc.strerror}") from None
+    with stream:
+        yield from read_jsonl_lines(stream, task.path, task.id_field, task.text_field)
 
 
 def _read_store_pages(path: str, items: tuple[Any, ...]) -> Iterator[SourceDocument]:

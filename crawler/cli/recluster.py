@@ -59,6 +59,9 @@ examples:
                                         the same clusters, computed by Apache Spark
   neardup recluster --engine spark --store neardup-store --diff --threshold 0.8
                                         the same --diff, re-clustered by Apache Spark
+  neardup recluster --engine spark --master spark://head:7077 --html pages/ \\
+      --spark-conf spark.pyspark.python=/opt/neardup/bin/python
+                                        on a standalone cluster whose nodes have neardup there
   spark-submit --master yarn .../crawler/cli/__main__.py recluster --engine spark --warc hdfs://... \\
       --output-format parquet -o hdfs://.../clusters.parquet
 
@@ -130,7 +133,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sp.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
                     help="with --engine spark: a Spark setting of the session the command "
                          "starts, as spark-submit's --conf (repeatable; e.g. "
-                         "spark.driver.memory=8g, spark.local.dir=/big/disk); they win over "
+                         "spark.driver.memory=8g, spark.local.dir=/big/disk, "
+                         "spark.pyspark.python=PATH for the executors' Python); they win over "
                          "the engine's own. Under spark-submit, give them to spark-submit")
     sp.add_argument("--output-format", choices=["jsonl", "parquet"], default="jsonl",
                     help="with --engine spark: jsonl (one file, as the local engine writes) "

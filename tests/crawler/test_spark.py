@@ -920,6 +920,44 @@ def test_spark_settings_reach_the_session_the_command_starts(tmp_path):
     assert (tmp_path / "c.jsonl").read_bytes() == local.read_bytes()
 
 
+# --- a job that fails: one line -------------------------------------------------------------------
+
+
+def _breaks(batches):
+    raise ValueError("a step that cannot go on")
+    yield from batches
+
+
+def _needs_what_no_executor_has(batches):
+    import a_module_no_executor_has  # noqa: F401
+    yield from batches
+
+
+def test_a_failed_job_is_told_in_one_line_what_to_do_when_setup_is_the_cause(spark):
+    """What the command prints for a Spark job that failed (every attempt of a task): the
+    Python error the workers' traceback ends with; when a worker cannot import a module, the
+    Python the executors run and how to name another (the cluster's setup, not the run, is
+    then the cause). Read from the real exceptions PySpark raises on the driver."""
+    from crawler.recluster.spark.failures import JobFailure, explain
+    from crawler.recluster.spark.steps import python_step
+
+    python = spark.sparkContext.pythonExec
+    told = []
+    for step in (_breaks, _needs_what_no_executor_has):
+        with pytest.raises(Exception) as caught:
+            python_step(spark.range(0, 2, 1, 2), step, "id long").collect()
+        told.append(explain(caught.value, python))
+    assert told == [
+        JobFailure("a Spark job failed: ValueError: a step that cannot go on (Spark's log, above "
+                   "or on the executors, has the rest)", setup=False),
+        JobFailure(f"the executors' Python ({python}) cannot import 'a_module_no_executor_has': "
+                   "install neardup with its spark extra where the executors run, or name a "
+                   "Python that has it: --spark-conf spark.pyspark.python=PATH (under "
+                   "spark-submit, --conf)", setup=True),
+    ]
+    assert explain(ValueError("the engine's own"), python) is None  # not Spark's: a traceback
+
+
 # --- mistakes: one line, exit 2 --------------------------------------------------------------------
 
 

@@ -25,8 +25,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from crawler.recluster.inputs import (
-    InputError,
     FileContent,
+    InputError,
     SourceDocument,
     _check_archive_start,
     read_html_files,

@@ -1,0 +1,151 @@
+"""``neardup recluster --engine spark --master spark://...``: on a Spark cluster, not local mode.
+
+A standalone Spark cluster, the simplest real one, runs on this machine for the module: a master
+and a worker, each a JVM of its own started with the ``spark-class`` that PySpark installs,
+listening on 127.0.0.1 only. The command then runs as a user runs it against a cluster, in a
+process of its own: its tasks run in an executor JVM that the worker starts in its own work
+directory, with Python workers that executor starts, so what local mode shares (one JVM, one
+working directory, the driver's Python) is not shared here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+
+from crawler.cli import main
+from tests.crawler.test_recluster import truth_corpus
+from tests.crawler.test_spark import planted_corpus, without_timing
+
+SPARK_CLASS = Path(pyspark.__file__).with_name("bin") / "spark-class"
+#: how long a master or a worker may take to say it is ready
+START = 120
+
+
+class Standalone:
+    """A running standalone cluster: its master's URL and the worker's work directory."""
+
+    def __init__(self, url: str, work: Path) -> None:
+        self.url = url
+        self.work = work
+
+
+def _started(args: list[str], log: Path, ready: str, env: dict[str, str]) -> tuple[Any, str]:
+    """A Spark daemon in the foreground, once its log has a line matching ``ready``."""
+    with open(log, "wb") as out:
+        daemon = subprocess.Popen([str(SPARK_CLASS), *args], stdout=out, stderr=subprocess.STDOUT,
+                                  env=env, start_new_session=True)
+    deadline = time.monotonic() + START
+    while time.monotonic() < deadline:
+        found = re.search(ready, log.read_text(errors="replace"))
+        if found:
+            return daemon, found.group(0)
+        if daemon.poll() is not None:
+            break
+        time.sleep(0.2)
+    daemon.kill()
+    pytest.fail(f"{args[0]} did not start:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    home = tmp_path_factory.mktemp("standalone")
+    env = {**os.environ, "SPARK_HOME": str(SPARK_CLASS.parent.parent),
+           "SPARK_LOCAL_IP": "127.0.0.1",
+           # no REST submission server: it would listen on a fixed port, 6066
+           "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
+    master, said = _started(
+        ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", "0",
+         "--webui-port", "0"], home / "master.log", r"Starting Spark master at spark://\S+", env)
+    url = said.rsplit(" ", 1)[-1]
+    try:
+        worker, _ = _started(
+            ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", "0",
+             "--webui-port", "0", "--cores", "2", "--memory", "1g",
+             "--work-dir", str(home / "work"), url],
+            home / "worker.log", r"Successfully registered with master", env)
+    except BaseException:
+        master.kill()
+        raise
+    yield Standalone(url, home / "work")
+    for daemon in (worker, master):
+        daemon.terminate()
+        try:
+            daemon.wait(30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+
+
+def command(cluster: Standalone, cwd: Path, python: str, *argv: str):
+    """``neardup recluster --engine spark`` on the cluster, in a process of its own in ``cwd``,
+    its driver on loopback, its executors running ``python``."""
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    for inherited in ("PYSPARK_PYTHON", "PYSPARK_GATEWAY_PORT"):  # the setting must do it
+        env.pop(inherited, None)
+    return subprocess.run(
+        [sys.executable, "-m", "crawler.cli", "recluster", "--engine", "spark",
+         "--master", cluster.url, "--spark-conf", "spark.driver.host=127.0.0.1",
+         "--spark-conf", f"spark.pyspark.python={python}", *argv, "--quiet"],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+
+
+def test_on_a_cluster_the_command_writes_what_the_local_engine_writes(
+        standalone, tmp_path, monkeypatch, capsys):
+    """Real pages with planted copies and JSON Lines without ids (so named by path and line),
+    both given by paths relative to the command's directory, which is not the executor's: the
+    cluster's clusters.jsonl is the local engine's, byte for byte."""
+    planted_corpus(tmp_path / "pages")
+    docs, _ = truth_corpus(seed=11, mixed=3, identical=2, singles=2)
+    (tmp_path / "t.jsonl").write_text(
+        "".join(json.dumps({"text": " ".join(tokens) + "."}) + "\n" for _, tokens in docs))
+    given = ["--html", "pages", "--jsonl", "t.jsonl", "--threshold", "0.8", "--json"]
+
+    done = command(standalone, tmp_path, sys.executable, *given, "-o", "spark.jsonl")
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout)
+    monkeypatch.chdir(tmp_path)
+    assert main(["recluster", *given, "-o", "local.jsonl", "--quiet"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+
+    assert got["spark"] == {"master": standalone.url, "cores": 2, "settings": {
+        "spark.driver.host": "127.0.0.1", "spark.pyspark.python": sys.executable}}
+    assert (tmp_path / "spark.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+    assert without_timing(got) == without_timing(expected)
+    assert expected["skipped"] == {} and expected["summary"]["mixed_clusters"] >= 10
+    assert any(line.startswith('{"id": "t.jsonl:') for line in
+               (tmp_path / "spark.jsonl").read_text().splitlines())
+    # the tasks ran in an executor the worker started, in the worker's directory
+    assert list(standalone.work.glob("app-*/*/stderr"))
+
+
+def test_executors_whose_python_lacks_neardup_or_is_missing_are_one_line(standalone, tmp_path):
+    """A cluster whose executors run a Python without neardup (PySpark's default there is
+    ``python3``, whatever the driver runs), or no Python at all: one line that says which
+    Python and what to do, exit status 2, and no traceback."""
+    docs, _ = truth_corpus(seed=3, mixed=1, identical=1, singles=1)
+    (tmp_path / "t.jsonl").write_text(
+        "".join(json.dumps({"id": i, "text": " ".join(t)}) + "\n" for i, t in docs))
+    bare = tmp_path / "python-without-site-packages"
+    bare.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    bare.chmod(bare.stat().st_mode | stat.S_IXUSR)
+    for python, says in ((str(bare), f"the executors' Python ({bare}) cannot import '"),
+                         (str(tmp_path / "no-python"), "the executors cannot start Python '")):
+        done = command(standalone, tmp_path, python, "--jsonl", "t.jsonl", "-o", "c.jsonl")
+        assert done.returncode == 2, done.stderr[-3000:]
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"neardup recluster: error: {says}"), last
+        assert last.endswith("--spark-conf spark.pyspark.python=PATH (under spark-submit, "
+                             "--conf)"), last
+        assert "Traceback" not in done.stderr

@@ -130,6 +130,77 @@ def test_on_a_cluster_the_command_writes_what_the_local_engine_writes(
     assert list(standalone.work.glob("app-*/*/stderr"))
 
 
+#: a PySpark application that runs the engine as a library on the cluster, and kills the
+#: application's executors (every JVM the worker started for it) the moment the engine logs
+#: that the greedy rounds are decided: what they hold then (the preferences, the rounds' steps,
+#: the documents) is gone, and the numbering and the write still have to read it
+LOSES_ITS_EXECUTORS = """
+import json, logging, os, signal, sys
+from pathlib import Path
+from crawler.recluster.spark import recluster_spark, spark_session, stop_session, tasks
+from dedup.params import DedupParams, SketchParams
+
+master, pages, out = sys.argv[1:]
+session, _ = spark_session(master, {"spark.driver.host": "127.0.0.1"})
+app = session.sparkContext.applicationId.encode()
+killed = []
+
+def executors():
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\\0")
+        except OSError:
+            continue
+        if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in argv and app in argv:
+            yield int(pid)
+
+class LoseTheExecutors(logging.Handler):
+    def emit(self, record):
+        if record.getMessage().startswith("estimates and greedy rounds") and not killed:
+            for pid in executors():
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+logger = logging.getLogger("crawler.recluster.spark.run")
+logger.setLevel(logging.DEBUG)
+logger.addHandler(LoseTheExecutors())
+with open(out, "w", encoding="utf-8") as fh:
+    result = recluster_spark(session, tasks(html=[pages]), SketchParams(),
+                             DedupParams(threshold=0.8), out=fh)
+print(json.dumps({"app": app.decode(), "killed": len(killed),
+                  "documents": result.summary.documents}))
+stop_session(session)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds executors in /proc")
+def test_executors_lost_after_the_rounds_are_computed_again_and_the_output_is_the_same(
+        standalone, tmp_path, monkeypatch, capsys):
+    """A lost executor (a preempted node) takes what it kept with it. Spark computes it again
+    from its lineage, so the run goes on and writes what the local engine writes; a local
+    checkpoint, which cannot be computed again, failed the run here
+    (``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``)."""
+    planted_corpus(tmp_path / "pages")
+    app = tmp_path / "app.py"
+    app.write_text(LOSES_ITS_EXECUTORS)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    done = subprocess.run([sys.executable, str(app), standalone.url, "pages", "spark.jsonl"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["killed"] >= 1  # the executor was there to lose, and was lost
+    monkeypatch.chdir(tmp_path)
+    assert main(["recluster", "--html", "pages", "--threshold", "0.8", "-o", "local.jsonl",
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    assert (tmp_path / "spark.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+    assert report["documents"] == len((tmp_path / "local.jsonl").read_text().splitlines())
+    # the worker started the application another executor to go on with
+    assert len(list((standalone.work / report["app"]).glob("*/stderr"))) >= 2
+
+
 def test_executors_whose_python_lacks_neardup_or_is_missing_are_one_line(standalone, tmp_path):
     """A cluster whose executors run a Python without neardup (PySpark's default there is
     ``python3``, whatever the driver runs), or no Python at all: one line that says which

@@ -7,30 +7,41 @@ is still undecided, because a candidate it waits on lies in an earlier stretch a
 undecided when the round began, goes to the next round. A round has as many stretches as its
 pending documents need (``SparkJob.stretch`` each), at most the job's partitions: the
 documents with candidates are a small part of a corpus, so the first round usually decides
-nearly all of them and the next ones are small. Each round is checkpointed, so the plan of
-round n does not repeat rounds 1 to n-1.
+nearly all of them and the next ones are small. Each round's step is kept (:mod:`.kept`), so
+round n does not compute rounds 1 to n-1 again (on one machine, its plan does not repeat them).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from crawler.recluster.rounds import JOINED, KEPT, decide_in_order
+from crawler.recluster.spark.kept import kept
 from crawler.recluster.spark.steps import python_step
 
-__all__ = ["DECISIONS", "greedy_rounds"]
+__all__ = ["DECISIONS", "Rounds", "greedy_rounds"]
 
 #: a leader's decision: its cluster's representative ``rep`` (None when kept) and resemblance
 DECISIONS = "key long, kind string, rep long, r double"
 _STEP = "decided boolean, d long, pos int, e long, kind string, r double"
 
 
-def greedy_rounds(
-    leaders: Any, prefs: Any, partitions: int, stretch: int, most: int
-) -> tuple[Any, int]:
-    """Every leader's decision (:data:`DECISIONS`) and the number of rounds it took.
+class Rounds(NamedTuple):
+    """What :func:`greedy_rounds` hands back."""
+
+    #: every leader's decision (:data:`DECISIONS`)
+    decisions: Any
+    #: how many rounds it took
+    count: int
+    #: the rounds' kept steps, to unpersist once the decisions are no longer read
+    steps: list[Any]
+
+
+def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most: int) -> Rounds:
+    """Every leader's decision (:data:`DECISIONS`), the number of rounds it took, and the steps
+    kept on the way.
 
     ``prefs`` are :data:`~crawler.recluster.spark.candidates.PREFERENCES`; a leader without
     any is kept at once. ``stretch``: pending documents per range of a round. ``most``: how
@@ -52,6 +63,7 @@ def greedy_rounds(
         .withColumn("status", F.lit(KEPT))
     )
     rounds = 0
+    steps = []
     left = most
     while left:
         stretches = max(1, min(partitions, -(-left // stretch)))
@@ -60,8 +72,7 @@ def greedy_rounds(
             .repartitionByRange(stretches, "d")
             .sortWithinPartitions("d", "pos")
         )
-        step = python_step(ranged, _decide_pass, _STEP).localCheckpoint(
-            eager=False)  # kept by the count, its first job
+        step = kept(python_step(ranged, _decide_pass, _STEP), steps)  # by the count, its first job
         # decided documents have a row each, pending ones keep their first preference's
         counts = dict(step.where("decided OR pos = 0").groupBy("decided").count().collect())
         progress, left = counts.get(True, 0), counts.get(False, 0)
@@ -78,7 +89,7 @@ def greedy_rounds(
     out = decided[0]
     for frame in decided[1:]:
         out = out.unionByName(frame)
-    return out, rounds
+    return Rounds(out, rounds, steps)
 
 
 def _decide_pass(batches: Iterable[Any]) -> Iterator[Any]:

@@ -21,6 +21,7 @@ from crawler.recluster.pool import SketchedDocument, sketch_source
 from crawler.recluster.run import ReclusterResult, _line, _number
 from crawler.recluster.spark.candidates import PREFERENCES, Search, split_copies
 from crawler.recluster.spark.greedy import greedy_rounds
+from crawler.recluster.spark.kept import kept
 from crawler.recluster.spark.postings import BLOB_BYTES
 from crawler.recluster.spark.routes import routes
 from crawler.recluster.spark.sketch import SparkJob, documents
@@ -278,16 +279,18 @@ def cluster(plan: Plan) -> Clustered:
     planned in ``plan`` to a row per document."""
     phase = _Phases()
     job, search = plan.job, plan.search
+    held = [plan.copies]
     while True:
         stats = search.stats()
         phase("candidates")
         if search.waiting:
             # kept by the first round's job, which estimates the pairs on its way
-            prefs = search.preferences.localCheckpoint(eager=False)
+            prefs = kept(search.preferences, held)
         else:  # no pair to estimate: no document prefers any other
             prefs = plan.docs.sparkSession.createDataFrame([], PREFERENCES)
-        decisions, rounds = greedy_rounds(plan.leaders, prefs, job.partitions, job.stretch,
-                                         search.waiting)
+        rounds = greedy_rounds(plan.leaders, prefs, job.partitions, job.stretch, search.waiting)
+        decisions = rounds.decisions
+        held += rounds.steps
         phase("estimates and greedy rounds")
         # a first search whose cap cut nothing cut nothing differently from the local index's
         if (not job.exact_cap or (search.passes == 1 and not stats["capped"])
@@ -296,10 +299,11 @@ def cluster(plan: Plan) -> Clustered:
         log.debug("pass %d: leaders that joined a cluster took places under the cap",
                   search.passes - 1)
     search.release()
+    decisions = kept(decisions, held)  # by the first job that reads it
     rows = _numbered(decisions, plan.copies)
-    stats["rounds"] = rounds
+    stats["rounds"] = rounds.count
     stats["passes"] = search.passes
-    return Clustered(rows, stats, [plan.copies])
+    return Clustered(rows, stats, held)
 
 
 def _numbered(decisions: Any, copies: Any) -> Any:
@@ -307,17 +311,16 @@ def _numbered(decisions: Any, copies: Any) -> Any:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    decisions = decisions.localCheckpoint(eager=False)  # kept by the first job that reads it
-    kept = decisions.where("kind = 'kept'").select(
+    kept_docs = decisions.where("kind = 'kept'").select(
         "key", F.shiftright("key", RECORD_BITS).alias("task"))
     # each task's first id: the kept documents of the tasks before it, a running sum over one
     # row per task (so the window's single partition is small), computed in Spark rather
     # than collected and sent back by the driver
     before = Window.orderBy("task").rowsBetween(Window.unboundedPreceding, -1)
-    starts = F.broadcast(kept.groupBy("task").count().select(
+    starts = F.broadcast(kept_docs.groupBy("task").count().select(
         "task", F.coalesce(F.sum("count").over(before), F.lit(0)).alias("offset")))
     in_task = Window.partitionBy("task").orderBy("key")
-    ids = kept.join(starts, "task").select(
+    ids = kept_docs.join(starts, "task").select(
         F.col("key").alias("rep_key"),
         (F.col("offset") + F.row_number().over(in_task) - 1).alias("cluster"),
     )

@@ -8,7 +8,7 @@ undecided when the round began, goes to the next round. A round has as many stre
 pending documents need (``SparkJob.stretch`` each), at most the job's partitions: the
 documents with candidates are a small part of a corpus, so the first round usually decides
 nearly all of them and the next ones are small. Each round's step is kept (:mod:`.kept`), so
-round n does not compute rounds 1 to n-1 again (on one machine, its plan does not repeat them).
+round n neither computes nor plans rounds 1 to n-1 again.
 """
 
 from __future__ import annotations

@@ -85,8 +85,8 @@ def spark_session(
 
     The local workers run this Python (unless ``spark.pyspark.python`` or ``PYSPARK_PYTHON``
     names another): the one neardup is installed in; a cluster's, what those name, else
-    PySpark's default (:func:`_workers_python`). A session made here shows no stage bars (the command shows its own) and,
-    when local, logs errors only (:data:`LOG_CONFIG`).
+    PySpark's default (:func:`_workers_python`). A session made here shows no stage bars (the
+    command shows its own) and, when local, logs errors only (:data:`LOG_CONFIG`).
     """
     try:
         import pyarrow  # noqa: F401 - the executors hand documents to Spark as Arrow batches

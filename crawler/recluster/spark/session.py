@@ -129,18 +129,20 @@ def spark_session(
             # after the archive's options, which name the archive by the JVM's options
             options = f"{options} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
             builder = builder.config("spark.driver.defaultJavaOptions", options)
-            # adaptive execution re-plans after every exchange, each one a job of its own (55
-            # jobs instead of 19 on 20,000 pages); on one machine, with the engine's own
-            # repartitioning by bucket, it has nothing to even out, and a warm run took 6% longer
-            builder = builder.config("spark.sql.adaptive.enabled", "false")
-            # Spark interprets the plans instead of compiling Java for them: their operators
-            # move a few packed arrays per bucket, so compiling (0.6 s of a first clustering
-            # run on 10,000 documents) cost more than it saved; first runs on 20,000 pages took
-            # 10.2 instead of 11.2 s, and 1,000,000 documents' clustering was not slowed
-            builder = builder.config("spark.sql.codegen.wholeStage", "false").config(
-                "spark.sql.codegen.factoryMode", "NO_CODEGEN")  # each expression too
             # the Python workers import PySpark as installed, not from Spark's zip
             builder = builder.config("spark.python.daemon.module", DAEMON)
+        # adaptive execution re-plans after every exchange, each one a job of its own (55 jobs
+        # instead of 19 on 20,000 pages); with the engine's own repartitioning by bucket into
+        # even shares it has nothing to even out, and a warm local run took 6% longer
+        builder = builder.config("spark.sql.adaptive.enabled", "false")
+        # Spark interprets the plans instead of compiling Java for them: their operators move
+        # a few packed arrays per bucket, so compiling (0.6 s of a first clustering run on
+        # 10,000 documents) cost more than it saved; first runs on 20,000 pages took 10.2
+        # instead of 11.2 s in local[2], and 1,000,000 documents' clustering was not slowed.
+        # With both, 20,000 pages on a standalone cluster (a master and a two-core worker on
+        # one machine) took 20.3 s instead of 24.4 (medians of 3 and 4 runs)
+        builder = builder.config("spark.sql.codegen.wholeStage", "false").config(
+            "spark.sql.codegen.factoryMode", "NO_CODEGEN")  # each expression too
         builder = builder.config("spark.ui.showConsoleProgress", "false")
         # the JVM talks to its Python workers over Unix sockets: on TCP loopback each task's
         # small messages wait out delayed acknowledgements, tens of milliseconds per task

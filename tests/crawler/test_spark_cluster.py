@@ -1,11 +1,12 @@
 """``neardup recluster --engine spark --master spark://...``: on a Spark cluster, not local mode.
 
 A standalone Spark cluster, the simplest real one, runs on this machine for the module: a master
-and a worker, each a JVM of its own started with the ``spark-class`` that PySpark installs,
-listening on 127.0.0.1 only. The command then runs as a user runs it against a cluster, in a
-process of its own: its tasks run in an executor JVM that the worker starts in its own work
-directory, with Python workers that executor starts, so what local mode shares (one JVM, one
-working directory, the driver's Python) is not shared here.
+and two workers of one core each, each a JVM of its own started with the ``spark-class`` that
+PySpark installs, listening on 127.0.0.1 only. The command then runs as a user runs it against
+a cluster, in a process of its own: its tasks run in two executor JVMs that the workers start
+in their work directory, with Python workers that each executor starts, and every shuffle
+crosses from one executor to the other; what local mode shares (one JVM, one working
+directory, the driver's Python) is not shared here.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from tests.crawler.test_spark import planted_corpus, without_timing
 SPARK_CLASS = Path(pyspark.__file__).with_name("bin") / "spark-class"
 #: how long a master or a worker may take to say it is ready
 START = 120
+#: workers of the cluster, each with one core and an executor of its own per application
+WORKERS = 2
 
 
 class Standalone:
@@ -69,17 +72,21 @@ def standalone(tmp_path_factory):
         ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", "0",
          "--webui-port", "0"], home / "master.log", r"Starting Spark master at spark://\S+", env)
     url = said.rsplit(" ", 1)[-1]
+    daemons = [master]
     try:
-        worker, _ = _started(
-            ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", "0",
-             "--webui-port", "0", "--cores", "2", "--memory", "1g",
-             "--work-dir", str(home / "work"), url],
-            home / "worker.log", r"Successfully registered with master", env)
+        for n in range(WORKERS):  # one core each: the shuffles cross executors
+            worker, _ = _started(
+                ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", "0",
+                 "--webui-port", "0", "--cores", "1", "--memory", "1g",
+                 "--work-dir", str(home / "work"), url],
+                home / f"worker-{n}.log", r"Successfully registered with master", env)
+            daemons.insert(0, worker)
     except BaseException:
-        master.kill()
+        for daemon in daemons:
+            daemon.kill()
         raise
     yield Standalone(url, home / "work")
-    for daemon in (worker, master):
+    for daemon in daemons:
         daemon.terminate()
         try:
             daemon.wait(30)
@@ -206,8 +213,9 @@ def test_executors_lost_after_the_rounds_are_computed_again_and_the_output_is_th
     capsys.readouterr()
     assert (tmp_path / "spark.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
     assert report["documents"] == len((tmp_path / "local.jsonl").read_text().splitlines())
-    # the worker started the application another executor to go on with
-    assert len(list((standalone.work / report["app"]).glob("*/stderr"))) >= 2
+    # the workers started the application other executors to go on with
+    assert report["killed"] == WORKERS
+    assert len(list((standalone.work / report["app"]).glob("*/stderr"))) > WORKERS
 
 
 def test_executors_whose_python_lacks_neardup_or_is_missing_are_one_line(standalone, tmp_path):

@@ -8,7 +8,7 @@ is the driver's own JVM. On a cluster a local checkpoint lives only in the execu
 it, and Spark cannot make it again: one executor lost after it (a preempted node, a killed
 container) failed the whole run (``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``). There they are
 persisted instead, so Spark recomputes a lost partition from its lineage, as it does for every
-other stage; a test kills the executor of a standalone cluster after the rounds and the run
+other stage; a test kills the executors of a standalone cluster after the rounds and the run
 writes the local engine's output all the same.
 """
 

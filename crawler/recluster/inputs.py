@@ -124,12 +124,20 @@ def read_jsonl(
 ) -> Iterator[SourceDocument]:
     """One document per JSON object per line; the id defaults to ``FILE:LINE`` when absent."""
     for path in paths:
-        try:
-            stream = open(path, encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputError(f"cannot read {path}: {exc.strerror}") from None
-        with stream:
-            yield from read_jsonl_lines(stream, path, id_field, text_field)
+        yield from read_jsonl_file(path, path, id_field, text_field)
+
+
+def read_jsonl_file(
+    path: str | Path, name: str | Path, id_field: str = "id", text_field: str = "text"
+) -> Iterator[SourceDocument]:
+    """The documents of the JSON Lines file at ``path``, named ``name`` in ids and errors (an
+    executor opens a file where the driver's path leads, and names it as the user did)."""
+    try:
+        stream = open(path, encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"cannot read {name}: {exc.strerror}") from None
+    with stream:
+        yield from read_jsonl_lines(stream, name, id_field, text_field)
 
 
 def read_jsonl_lines(

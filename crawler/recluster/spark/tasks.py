@@ -30,6 +30,7 @@ from crawler.recluster.inputs import (
     SourceDocument,
     _check_archive_start,
     read_html_files,
+    read_jsonl_file,
     read_jsonl_lines,
     read_warc,
     read_warc_stream,
@@ -200,7 +201,8 @@ def read_task(task: Task, content: bytes | None = None) -> Iterator[SourceDocume
                 text = io.TextIOWrapper(io.BytesIO(content), encoding="utf-8", errors="replace")
                 yield from read_jsonl_lines(text, task.path, task.id_field, task.text_field)
             else:
-                yield from _read_jsonl(task)
+                yield from read_jsonl_file(task.located(task.path), task.path, task.id_field,
+                                           task.text_field)
         elif task.kind == "html":
             # listed on the driver: a file that cannot be read now is that document's skip
             for path in task.items:
@@ -212,16 +214,6 @@ def read_task(task: Task, content: bytes | None = None) -> Iterator[SourceDocume
     except Exception as exc:  # a corrupt or vanished file: say so, keep what came before
         reason = f"unreadable_{task.kind} ({type(exc).__name__})"
         yield SourceDocument(task.path or task.kind, "html", b"", skip_reason=reason)
-
-
-def _read_jsonl(task: Task) -> Iterator[SourceDocument]:
-    """A JSON Lines task's documents, its lines named by the path as given."""
-    try:
-        stream = open(task.located(task.path), encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read {task.path}: {exc.strerror}") from None
-    with stream:
-        yield from read_jsonl_lines(stream, task.path, task.id_field, task.text_field)
 
 
 def _read_store_pages(path: str, items: tuple[Any, ...]) -> Iterator[SourceDocument]:

@@ -237,3 +237,24 @@ def test_executors_whose_python_lacks_neardup_or_is_missing_are_one_line(standal
         assert last.endswith("--spark-conf spark.pyspark.python=PATH (under spark-submit, "
                              "--conf)"), last
         assert "Traceback" not in done.stderr
+
+
+def test_a_master_that_does_not_answer_is_one_line_after_spark_gives_up(tmp_path):
+    """A master URL that is well formed but where no master listens (a typo in the port, a
+    master not started): Spark tries for a minute, stops the context and says why only in its
+    log; the command ends with one line that says so, exit status 2."""
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nothing listens on once this closes
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "t.jsonl").write_text('{"id": 1, "text": "a document"}\n')
+    nobody = Standalone(f"spark://127.0.0.1:{port}", tmp_path)
+    done = command(nobody, tmp_path, sys.executable, "--jsonl", "t.jsonl", "-o", "c.jsonl")
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == (f"neardup recluster: error: cannot start Spark on {nobody.url}: "
+                    "java.lang.IllegalStateException: Cannot call methods on a stopped "
+                    "SparkContext. (Spark gave up on the master: is it running, and reachable "
+                    "from here? Spark's log above says why)"), last
+    assert "Traceback" not in done.stderr

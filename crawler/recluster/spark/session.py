@@ -156,12 +156,26 @@ def spark_session(
     except Exception as exc:  # py4j's errors carry a Java stack trace: keep its first line
         if archive is not None:
             archive.keep(None)  # gives up the lock
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SparkUnavailable(f"cannot start Spark on {master}: {first}") from None
+        raise SparkUnavailable(f"cannot start Spark on {master}: {_why(exc)}") from None
     if archive is not None and archive.writing:
         _writing = archive
     session.sparkContext.setLogLevel("ERROR")
     return session, True
+
+
+def _why(exc: Exception) -> str:
+    """What stopped a session from starting, in a line: the Java exception's own message (not
+    py4j's "An error occurred while calling ..."), and for a context Spark stopped as it started
+    (a standalone master that never answered: Spark gives up after a minute, and only its log
+    says why), where to look."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java) if java is not None else str(exc)
+    first = next((line.strip() for line in text.splitlines() if line.strip()),
+                 type(exc).__name__)
+    if "stopped SparkContext" in first:
+        first += " (Spark gave up on the master: is it running, and reachable from here? " \
+                 "Spark's log above says why)"
+    return first
 
 
 @contextmanager

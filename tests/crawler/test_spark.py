@@ -34,7 +34,11 @@ from crawler.recluster.spark import (  # noqa: E402
     stop_session,
     tasks,
 )
-from crawler.recluster.spark.session import LOG_CONFIG, local_java_options  # noqa: E402
+from crawler.recluster.spark.session import (  # noqa: E402
+    LOG_CONFIG,
+    local_java_options,
+    page_size,
+)
 from dedup.canonical import html_tokens  # noqa: E402
 from dedup.params import DedupParams, SketchParams  # noqa: E402
 from storage.records import DocumentRecord  # noqa: E402
@@ -595,6 +599,19 @@ def test_a_session_started_here_runs_the_throughput_collector_on_a_full_heap(spa
     assert "UseParallelGC" not in local_java_options({"JDK_JAVA_OPTIONS": "-XX:+UseZGC"})
     assert "UseParallelGC" not in local_java_options(
         {"PYSPARK_SUBMIT_ARGS": "--conf spark.driver.extraJavaOptions=-XX:+UseG1GC pyspark-shell"})
+
+
+def test_a_session_started_here_gives_its_tasks_pages_of_one_megabyte(spark):
+    """Spark would size a task's memory pages at 16 MB on the default 1 GB driver and two
+    cores; a session the engine starts asks for 1 MB pages, more only on a heap that 8,192
+    pages of 1 MB (the most a task may hold) would not cover (:func:`.session.page_size`)."""
+    if not spark.sparkContext.getConf().get("spark.driver.defaultJavaOptions"):
+        pytest.skip("the session was not started by the engine")
+    assert spark.sparkContext.getConf().get("spark.buffer.pageSize") == page_size() == "1m"
+    assert page_size({"spark.driver.memory": "8192m"}, {}) == "1m"
+    assert page_size({"spark.driver.memory": "8193m"}, {}) == "2m"
+    assert page_size({"spark.driver.memory": "1t"}, {}) == "64m"  # Spark's largest page
+    assert page_size({"spark.driver.memory": "lots"}, {}) == "1m"  # Spark says what is wrong
 
 
 def test_a_session_started_here_interprets_its_plans_and_compiles_no_code(spark):

@@ -84,10 +84,10 @@ def page_size(settings: dict[str, str] | None = None, environ: dict[str, str] | 
     large that 8,192 pages of 1 MB (the most one task may hold) would not cover it.
 
     Spark sizes a task's memory pages from the heap and the cores: 16 MB for a 1 GB driver on
-    two cores. Every sort and aggregation of a task takes at least a page, and the clustering
-    stages' tasks sort and group a few packed arrays each, so most of every page was zeroed
-    space the collector then moved and, once it had filled the old generation, collected in
-    full. With 1 MB pages the collector's pauses in a warm run of the clustering stages on
+    two cores. A task's sort or aggregation takes a page as its first row comes, and the
+    clustering stages' tasks sort and group a few packed arrays each: most of every page was
+    space allocated and zeroed for nothing, and the heap filled with it (full collections of
+    the old generation, 0.1 s each, every run or two). With 1 MB pages the collector's pauses in a warm run of the clustering stages on
     10,000 synthetic documents fell from about 160 to 35 ms and the run from 1.50 and 1.43 to
     1.33 and 1.24 s; on 100,000, 7.0 to 6.7 s (``benchmarks/spark.md``, stop 36). The heap is
     ``spark.driver.memory`` from ``settings``, else ``--driver-memory`` in

@@ -79,7 +79,9 @@ _UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _PAGES_PER_TASK = 8192
 
 
-def page_size(settings: dict[str, str] | None = None, environ: dict[str, str] | None = None) -> str:
+def page_size(
+    settings: dict[str, str] | None = None, environ: dict[str, str] | None = None
+) -> str:
     """``spark.buffer.pageSize`` for a local session: 1 MB, or more when the JVM's heap is so
     large that 8,192 pages of 1 MB (the most one task may hold) would not cover it.
 
@@ -87,11 +89,12 @@ def page_size(settings: dict[str, str] | None = None, environ: dict[str, str] | 
     two cores. A task's sort or aggregation takes a page as its first row comes, and the
     clustering stages' tasks sort and group a few packed arrays each: most of every page was
     space allocated and zeroed for nothing, and the heap filled with it (full collections of
-    the old generation, 0.1 s each, every run or two). With 1 MB pages the collector's pauses in a warm run of the clustering stages on
-    10,000 synthetic documents fell from about 160 to 35 ms and the run from 1.50 and 1.43 to
-    1.33 and 1.24 s; on 100,000, 7.0 to 6.7 s (``benchmarks/spark.md``, stop 36). The heap is
-    ``spark.driver.memory`` from ``settings``, else ``--driver-memory`` in
-    ``PYSPARK_SUBMIT_ARGS``, else Spark's default, 1 GB.
+    the old generation, 0.1 s each, every run or two). With 1 MB pages the collector's pauses
+    in a warm run of the clustering stages on 10,000 synthetic documents fell from about 160
+    to 35 ms and the run from 1.50 and 1.43 to 1.33 and 1.24 s; on 100,000, 7.0 to 6.7 s
+    (``benchmarks/spark.md``, stop 36). The heap is ``spark.driver.memory`` from
+    ``settings``, else ``--driver-memory`` in ``PYSPARK_SUBMIT_ARGS``, else Spark's default,
+    1 GB.
 
     >>> page_size({}, {}), page_size({"spark.driver.memory": "8g"}, {})
     ('1m', '1m')

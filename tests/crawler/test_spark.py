@@ -552,6 +552,31 @@ def test_the_workers_are_warmed_once_per_application_a_task_per_core(spark):
         context.setLocalProperty("spark.job.description", None)
 
 
+def test_every_job_of_a_run_is_in_the_caller_s_job_group(spark, tmp_path):
+    """A Spark user follows or cancels what a call runs by its job group, and shares a cluster
+    through scheduler pools, both Spark properties of the calling thread: every job of a run
+    carries them, those started in threads beside the driver's planning too (the warm-up,
+    the reading's count, the summary), which a plain thread would start without them."""
+    from crawler.recluster.spark import run as engine
+
+    docs, _ = truth_corpus(seed=4, mixed=4, identical=2, singles=5)
+    files = [write_jsonl(tmp_path / f"part-{n}.jsonl", docs[n::2]) for n in range(2)]
+    context = spark.sparkContext
+    engine._warmed.discard(context.applicationId)  # the warm-up's job among them
+    tracker = context.statusTracker()
+    outside = set(tracker.getJobIdsForGroup())
+    context.setJobGroup("a caller's", "recluster_spark, in a group")
+    try:
+        result = recluster_spark(spark, tasks(jsonl=files), SketchParams(), DedupParams(),
+                                 out=io.StringIO())
+    finally:
+        for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+            context.setLocalProperty(key, None)
+    assert result.summary.documents == len(docs)
+    assert set(tracker.getJobIdsForGroup()) == outside  # no job of the run outside the group
+    assert len(tracker.getJobIdsForGroup("a caller's")) >= 8  # the warm-up, the reading, ...
+
+
 def _collector_view(batches):
     """What the garbage collector of this worker would walk, as a step starts."""
     import gc

@@ -72,6 +72,8 @@ def recluster_spark(
     documents have been read, every :data:`POLL` seconds while they are read."""
     if dedup.representative == "popular":
         raise ValueError("the 'popular' representative is not available on Spark")
+    from pyspark.util import inheritable_thread_target
+
     started = time.perf_counter()
     job = SparkJob(params, dedup, partitions or 0, sketch, area, exact_cap=exact_cap)
     if stretch is not None:
@@ -80,14 +82,21 @@ def recluster_spark(
     phase = _Phases()
     cores = session.sparkContext.defaultParallelism
     documents_read = None if on_progress is None else session.sparkContext.accumulator(0)
+    # the jobs run beside the driver's planning, in threads of their own, carry the caller's
+    # Spark properties and tags (job group, description, scheduler pool), as the jobs it runs
+    # itself do: a thread started plainly would run them outside the caller's group and pool
+    def same_properties(function: Callable) -> Callable:
+        return inheritable_thread_target(session)(function)
+
     with ThreadPoolExecutor(2) as beside:
-        beside.submit(warm_workers, session)  # first, while the driver plans the reading
+        # first, while the driver plans the reading
+        beside.submit(same_properties(warm_workers), session)
         cached = documents(session, work, job, documents_read).persist()
         # one pass over the sketched documents: how many there are, and why any were skipped.
         # Meanwhile the driver makes the clustering stages' plan (most of a second of its
         # time, with every core otherwise idle if it came after), for the partitions the
         # tasks suggest; only if the count asks for other partitions is it made again.
-        counted = beside.submit(lambda: cached.groupBy("skip").count().collect())
+        counted = beside.submit(same_properties(lambda: cached.groupBy("skip").count().collect()))
         job.partitions = partitions or default_partitions(cores, expected_documents(work))
         plan = Plan(session, cached, job)
         if on_progress is not None:
@@ -116,7 +125,7 @@ def recluster_spark(
     # the summary's small jobs run beside the write's, on the cores the write leaves idle (the
     # driver plans one while the other runs); the first to need a partition of rows caches it
     with ThreadPoolExecutor(1) as beside:
-        summary = beside.submit(_summary, rows)
+        summary = beside.submit(same_properties(_summary), rows)
         ordered = in_input_order(rows.join(docs.select("key", "id"), "key"), len(work),
                                  job.partitions)
         if parquet is not None:

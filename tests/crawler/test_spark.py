@@ -552,11 +552,15 @@ def test_the_workers_are_warmed_once_per_application_a_task_per_core(spark):
         context.setLocalProperty("spark.job.description", None)
 
 
-def test_every_job_of_a_run_is_in_the_caller_s_job_group(spark, tmp_path):
+def test_every_job_of_a_run_is_in_the_caller_s_job_group_and_says_what_it_does(
+        spark, tmp_path):
     """A Spark user follows or cancels what a call runs by its job group, and shares a cluster
     through scheduler pools, both Spark properties of the calling thread: every job of a run
     carries them, those started in threads beside the driver's planning too (the warm-up,
-    the reading's count, the summary), which a plain thread would start without them."""
+    the reading's count, the summary), which a plain thread would start without them. And in
+    Spark's UI each job says which step of the run it is, after the caller's description."""
+    import urllib.request
+
     from crawler.recluster.spark import run as engine
 
     docs, _ = truth_corpus(seed=4, mixed=4, identical=2, singles=5)
@@ -569,12 +573,26 @@ def test_every_job_of_a_run_is_in_the_caller_s_job_group(spark, tmp_path):
     try:
         result = recluster_spark(spark, tasks(jsonl=files), SketchParams(), DedupParams(),
                                  out=io.StringIO())
+        given_back = context.getLocalProperty("spark.job.description")
     finally:
         for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
             context.setLocalProperty(key, None)
     assert result.summary.documents == len(docs)
     assert set(tracker.getJobIdsForGroup()) == outside  # no job of the run outside the group
-    assert len(tracker.getJobIdsForGroup("a caller's")) >= 8  # the warm-up, the reading, ...
+    ours = set(tracker.getJobIdsForGroup("a caller's"))
+    assert len(ours) >= 8  # the warm-up, the reading, ...
+
+    assert context.uiWebUrl.startswith("http://127.0.0.1:")  # the session's own UI
+    api = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}/jobs"
+    with urllib.request.urlopen(api) as answer:
+        described = {job["jobId"]: job.get("description", "") for job in json.load(answer)}
+    caller = "recluster_spark, in a group · neardup: "
+    assert all(described[job].startswith(caller) for job in ours), sorted(described.items())
+    steps = {described[job].removeprefix(caller) for job in ours}
+    assert steps >= {"starting the Python workers", "reading and sketching", "candidate pairs",
+                     "estimates and greedy round 1", "cluster ids", "summary",
+                     "writing clusters.jsonl"}
+    assert given_back == "recluster_spark, in a group"  # the caller's own, after the run
 
 
 def _collector_view(batches):

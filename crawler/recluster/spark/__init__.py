@@ -17,7 +17,8 @@ Same tokens, same sketches, same decisions as the single-machine engine
 
 :mod:`~crawler.recluster.spark.diff` runs ``--store DIR --diff`` through the same stages. Every
 step that runs Python in the executors goes through :mod:`~crawler.recluster.spark.steps`; a job
-that fails is told in one line by :mod:`~crawler.recluster.spark.failures`.
+that fails is told in one line by :mod:`~crawler.recluster.spark.failures`; each job says in
+Spark's UI which step it is (:mod:`~crawler.recluster.spark.described`).
 
 Where the two engines can differ: only through the cap. The local engine's postings hold
 representatives only; here they hold every leader that might become one, so a fingerprint in

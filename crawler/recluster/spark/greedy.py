@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from crawler.recluster.rounds import JOINED, KEPT, decide_in_order
+from crawler.recluster.spark.described import described
 from crawler.recluster.spark.kept import kept
 from crawler.recluster.spark.steps import python_step
 
@@ -50,6 +51,7 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
     """
     from pyspark.sql import functions as F
 
+    context = prefs.sparkSession.sparkContext
     pending = prefs
     # a document with candidates has exactly one first preference: no distinct, no shuffle
     waiting = pending.where("pos = 0").select(F.col("d").alias("key"))
@@ -66,15 +68,19 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
     steps = []
     left = most
     while left:
-        stretches = max(1, min(partitions, -(-left // stretch)))
-        ranged = (
-            pending.join(status.withColumnRenamed("key", "e"), "e", "left")
-            .repartitionByRange(stretches, "d")
-            .sortWithinPartitions("d", "pos")
-        )
-        step = kept(python_step(ranged, _decide_pass, _STEP), steps)  # by the count, its first job
-        # decided documents have a row each, pending ones keep their first preference's
-        counts = dict(step.where("decided OR pos = 0").groupBy("decided").count().collect())
+        # the first round's job estimates the pairs on its way (the preferences are kept); the
+        # step's plan, made here, starts the jobs of the joins' broadcasts
+        with described(context, f"greedy round {rounds + 1}" if rounds
+                       else "estimates and greedy round 1"):
+            stretches = max(1, min(partitions, -(-left // stretch)))
+            ranged = (
+                pending.join(status.withColumnRenamed("key", "e"), "e", "left")
+                .repartitionByRange(stretches, "d")
+                .sortWithinPartitions("d", "pos")
+            )
+            step = kept(python_step(ranged, _decide_pass, _STEP), steps)  # by the count
+            # decided documents have a row each, pending ones keep their first preference's
+            counts = dict(step.where("decided OR pos = 0").groupBy("decided").count().collect())
         progress, left = counts.get(True, 0), counts.get(False, 0)
         if not progress:
             if left:

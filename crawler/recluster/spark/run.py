@@ -20,6 +20,7 @@ from crawler.recluster.inputs import SourceDocument
 from crawler.recluster.pool import SketchedDocument, sketch_source
 from crawler.recluster.run import ReclusterResult, _line, _number
 from crawler.recluster.spark.candidates import PREFERENCES, Search, split_copies
+from crawler.recluster.spark.described import described
 from crawler.recluster.spark.greedy import greedy_rounds
 from crawler.recluster.spark.kept import kept
 from crawler.recluster.spark.postings import BLOB_BYTES
@@ -96,7 +97,7 @@ def recluster_spark(
         # Meanwhile the driver makes the clustering stages' plan (most of a second of its
         # time, with every core otherwise idle if it came after), for the partitions the
         # tasks suggest; only if the count asks for other partitions is it made again.
-        counted = beside.submit(same_properties(lambda: cached.groupBy("skip").count().collect()))
+        counted = beside.submit(same_properties(_counted), cached)
         job.partitions = partitions or default_partitions(cores, expected_documents(work))
         plan = Plan(session, cached, job)
         if on_progress is not None:
@@ -128,17 +129,20 @@ def recluster_spark(
         summary = beside.submit(same_properties(_summary), rows)
         ordered = in_input_order(rows.join(docs.select("key", "id"), "key"), len(work),
                                  job.partitions)
+        context = session.sparkContext
         if parquet is not None:
             named = ordered.selectExpr(
                 "key AS position", "id", "cluster", "representative", "r AS resemblance",
                 "kind AS decision",
             )
-            python_step(named, _rounded, _PARQUET).write.mode("overwrite").parquet(parquet)
+            with described(context, "writing Parquet"):
+                python_step(named, _rounded, _PARQUET).write.mode("overwrite").parquet(parquet)
         if out is not None:
             # the next partition is computed while this one is written
             text = python_step(ordered, _lines, "text string")
-            for chunk in text.toLocalIterator(prefetchPartitions=True):
-                out.write(chunk.text)
+            with described(context, "writing clusters.jsonl"):
+                for chunk in text.toLocalIterator(prefetchPartitions=True):
+                    out.write(chunk.text)
         result.summary, kinds = summary.result()
     clustered.release()
     result.stats = {"documents": result.summary.documents, **kinds, **clustered.stats}
@@ -165,6 +169,13 @@ def _follow(
     on_progress(READING, documents_read.value)
 
 
+def _counted(documents: Any) -> list[Any]:
+    """The documents read and sketched, counted by skip reason (None: sketched): the job that
+    reads them."""
+    with described(documents.sparkSession.sparkContext, "reading and sketching"):
+        return documents.groupBy("skip").count().collect()
+
+
 #: the Spark applications whose workers :func:`warm_workers` has warmed
 _warmed: set[str] = set()
 
@@ -183,7 +194,8 @@ def warm_workers(session: Any) -> None:
     _warmed.add(context.applicationId)
     cores = context.defaultParallelism
     try:
-        python_step(session.range(0, cores, 1, cores), passed_through, "id long").collect()
+        with described(context, "starting the Python workers"):
+            python_step(session.range(0, cores, 1, cores), passed_through, "id long").collect()
     except Exception as exc:  # noqa: BLE001 - a warm-up's failure is not the run's
         log.debug("warming the workers failed: %s", exc)
 
@@ -289,8 +301,11 @@ def cluster(plan: Plan) -> Clustered:
     phase = _Phases()
     job, search = plan.job, plan.search
     held = [plan.copies]
+    context = plan.docs.sparkSession.sparkContext
     while True:
-        stats = search.stats()
+        with described(context, f"candidate pairs (pass {search.passes})"
+                       if search.passes > 1 else "candidate pairs"):
+            stats = search.stats()
         phase("candidates")
         if search.waiting:
             # kept by the first round's job, which estimates the pairs on its way
@@ -302,14 +317,17 @@ def cluster(plan: Plan) -> Clustered:
         held += rounds.steps
         phase("estimates and greedy rounds")
         # a first search whose cap cut nothing cut nothing differently from the local index's
-        if (not job.exact_cap or (search.passes == 1 and not stats["capped"])
-                or search.settled(decisions)):
+        if not job.exact_cap or (search.passes == 1 and not stats["capped"]):
             break
+        with described(context, f"the cap's cuts checked (pass {search.passes})"):
+            if search.settled(decisions):
+                break
         log.debug("pass %d: leaders that joined a cluster took places under the cap",
                   search.passes - 1)
     search.release()
-    decisions = kept(decisions, held)  # by the first job that reads it
-    rows = _numbered(decisions, plan.copies)
+    with described(context, "cluster ids"):  # its plan starts the jobs of its broadcasts
+        decisions = kept(decisions, held)  # by the first job that reads it
+        rows = _numbered(decisions, plan.copies)
     stats["rounds"] = rounds.count
     stats["passes"] = search.passes
     return Clustered(rows, stats, held)
@@ -362,13 +380,14 @@ def _summary(rows: Any) -> tuple[ClusterSummary, dict[str, int]]:
 
     # SQL text, not Column objects: each Column is a round trip to the JVM
     decided = [F.expr(f"sum(CAST(kind = '{kind}' AS LONG)) AS {kind}") for kind in KINDS]
-    shapes = (
+    summing = (
         rows.groupBy("cluster")
         .agg(F.expr("count(*) AS size"), F.expr("min(CAST(identical AS INT)) AS same"), *decided)
         .groupBy("size", "same")
         .agg(F.expr("count(*) AS n"), *(F.expr(f"sum({kind}) AS {kind}") for kind in KINDS))
-        .collect()
     )
+    with described(rows.sparkSession.sparkContext, "summary"):
+        shapes = summing.collect()
     total: Counter[str] = Counter()
     kinds = dict.fromkeys(KINDS, 0)
     for shape in shapes:

@@ -595,6 +595,35 @@ def test_every_job_of_a_run_is_in_the_caller_s_job_group_and_says_what_it_does(
     assert given_back == "recluster_spark, in a group"  # the caller's own, after the run
 
 
+def test_a_run_gives_the_caller_s_session_its_shuffle_partitions_back(spark, tmp_path):
+    """The run plans its shuffles for its own partitions through the session's
+    ``spark.sql.shuffle.partitions``; a notebook's session, which goes on after the run, has
+    its own setting back, or none, as before."""
+    docs, _ = truth_corpus(seed=3, mixed=3, identical=1, singles=3)
+    files = [write_jsonl(tmp_path / "docs.jsonl", docs)]
+    key = "spark.sql.shuffle.partitions"
+    for before in ("7", None):
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+        result = recluster_spark(spark, tasks(jsonl=files), SketchParams(), DedupParams(),
+                                 out=io.StringIO(), partitions=3)
+        assert result.summary.documents == len(docs)
+        assert spark.conf.get(key, None) == before
+    # and a run that fails gives it back too
+    spark.conf.set(key, "7")
+    with pytest.raises(Exception, match="Python worker exited unexpectedly"):
+        recluster_spark(spark, tasks(jsonl=files), SketchParams(), DedupParams(),
+                        out=io.StringIO(), partitions=3, sketch=_dies)
+    assert spark.conf.get(key, None) == "7"
+    spark.conf.unset(key)
+
+
+def _dies(doc):
+    os._exit(1)  # every attempt: the job fails
+
+
 def _collector_view(batches):
     """What the garbage collector of this worker would walk, as a step starts."""
     import gc

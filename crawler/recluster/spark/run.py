@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from typing import IO, Any
 
 from crawler.recluster.inputs import SourceDocument
@@ -46,6 +47,8 @@ DOCUMENTS_PER_PARTITION = 20_000
 #: bytes of clusters.jsonl per row handed from the executors to the driver: as small as a
 #: packed array, for the same reason (:data:`~.postings.BLOB_BYTES`)
 CHUNK = BLOB_BYTES
+#: the session's setting that sizes the shuffles Spark plans itself (joins, aggregations)
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 def recluster_spark(
@@ -75,82 +78,100 @@ def recluster_spark(
         raise ValueError("the 'popular' representative is not available on Spark")
     from pyspark.util import inheritable_thread_target
 
-    started = time.perf_counter()
-    job = SparkJob(params, dedup, partitions or 0, sketch, area, exact_cap=exact_cap)
-    if stretch is not None:
-        job.stretch = stretch
-    result = ReclusterResult(ClusterSummary())
-    phase = _Phases()
-    cores = session.sparkContext.defaultParallelism
-    documents_read = None if on_progress is None else session.sparkContext.accumulator(0)
-    # the jobs run beside the driver's planning, in threads of their own, carry the caller's
-    # Spark properties and tags (job group, description, scheduler pool), as the jobs it runs
-    # itself do: a thread started plainly would run them outside the caller's group and pool
-    def same_properties(function: Callable) -> Callable:
-        return inheritable_thread_target(session)(function)
+    # the run's plans take the job's shuffle partitions from the session's configuration; the
+    # caller's session (a notebook's) goes on with its own once the run ends
+    with _shuffle_partitions_given_back(session):
+        started = time.perf_counter()
+        job = SparkJob(params, dedup, partitions or 0, sketch, area, exact_cap=exact_cap)
+        if stretch is not None:
+            job.stretch = stretch
+        result = ReclusterResult(ClusterSummary())
+        phase = _Phases()
+        cores = session.sparkContext.defaultParallelism
+        documents_read = None if on_progress is None else session.sparkContext.accumulator(0)
+        # the jobs run beside the driver's planning, in threads of their own, carry the caller's
+        # Spark properties and tags (job group, description, scheduler pool), as the jobs it runs
+        # itself do: a thread started plainly would run them outside the caller's group and pool
+        def same_properties(function: Callable) -> Callable:
+            return inheritable_thread_target(session)(function)
 
-    with ThreadPoolExecutor(2) as beside:
-        # first, while the driver plans the reading
-        beside.submit(same_properties(warm_workers), session)
-        cached = documents(session, work, job, documents_read).persist()
-        # one pass over the sketched documents: how many there are, and why any were skipped.
-        # Meanwhile the driver makes the clustering stages' plan (most of a second of its
-        # time, with every core otherwise idle if it came after), for the partitions the
-        # tasks suggest; only if the count asks for other partitions is it made again.
-        counted = beside.submit(same_properties(_counted), cached)
-        job.partitions = partitions or default_partitions(cores, expected_documents(work))
-        plan = Plan(session, cached, job)
+        with ThreadPoolExecutor(2) as beside:
+            # first, while the driver plans the reading
+            beside.submit(same_properties(warm_workers), session)
+            cached = documents(session, work, job, documents_read).persist()
+            # one pass over the sketched documents: how many there are, and why any were skipped.
+            # Meanwhile the driver makes the clustering stages' plan (most of a second of its
+            # time, with every core otherwise idle if it came after), for the partitions the
+            # tasks suggest; only if the count asks for other partitions is it made again.
+            counted = beside.submit(same_properties(_counted), cached)
+            job.partitions = partitions or default_partitions(cores, expected_documents(work))
+            plan = Plan(session, cached, job)
+            if on_progress is not None:
+                _follow(counted, documents_read, on_progress)
+            total = 0
+            for reason, n in counted.result():
+                total += n
+                if reason is not None:
+                    result.skipped[reason] += n
+        wanted = partitions or default_partitions(cores, total)
+        if wanted != job.partitions:
+            log.debug("planned for %d partitions, %d documents want %d: planned again",
+                      job.partitions, total, wanted)
+            plan.drop()
+            job.partitions = wanted
+            plan = Plan(session, cached, job)
+        phase("read and sketch")
         if on_progress is not None:
-            _follow(counted, documents_read, on_progress)
-        total = 0
-        for reason, n in counted.result():
-            total += n
-            if reason is not None:
-                result.skipped[reason] += n
-    wanted = partitions or default_partitions(cores, total)
-    if wanted != job.partitions:
-        log.debug("planned for %d partitions, %d documents want %d: planned again",
-                  job.partitions, total, wanted)
-        plan.drop()
-        job.partitions = wanted
-        plan = Plan(session, cached, job)
-    phase("read and sketch")
-    if on_progress is not None:
-        on_progress(CLUSTERING, total)
-    docs = plan.docs
-    clustered = cluster(plan)
-    rows = clustered.rows.persist()
-    phase("cluster")
-    if on_progress is not None:
-        on_progress(WRITING, total)
-    # the summary's small jobs run beside the write's, on the cores the write leaves idle (the
-    # driver plans one while the other runs); the first to need a partition of rows caches it
-    with ThreadPoolExecutor(1) as beside:
-        summary = beside.submit(same_properties(_summary), rows)
-        ordered = in_input_order(rows.join(docs.select("key", "id"), "key"), len(work),
-                                 job.partitions)
-        context = session.sparkContext
-        if parquet is not None:
-            named = ordered.selectExpr(
-                "key AS position", "id", "cluster", "representative", "r AS resemblance",
-                "kind AS decision",
-            )
-            with described(context, "writing Parquet"):
-                python_step(named, _rounded, _PARQUET).write.mode("overwrite").parquet(parquet)
-        if out is not None:
-            # the next partition is computed while this one is written
-            text = python_step(ordered, _lines, "text string")
-            with described(context, "writing clusters.jsonl"):
-                for chunk in text.toLocalIterator(prefetchPartitions=True):
-                    out.write(chunk.text)
-        result.summary, kinds = summary.result()
-    clustered.release()
-    result.stats = {"documents": result.summary.documents, **kinds, **clustered.stats}
-    phase("summary and write")
-    rows.unpersist()
-    cached.unpersist()
-    result.seconds = time.perf_counter() - started
-    return result
+            on_progress(CLUSTERING, total)
+        docs = plan.docs
+        clustered = cluster(plan)
+        rows = clustered.rows.persist()
+        phase("cluster")
+        if on_progress is not None:
+            on_progress(WRITING, total)
+        # the summary's small jobs run beside the write's, on the cores the write leaves idle (the
+        # driver plans one while the other runs); the first to need a partition of rows caches it
+        with ThreadPoolExecutor(1) as beside:
+            summary = beside.submit(same_properties(_summary), rows)
+            ordered = in_input_order(rows.join(docs.select("key", "id"), "key"), len(work),
+                                     job.partitions)
+            context = session.sparkContext
+            if parquet is not None:
+                named = ordered.selectExpr(
+                    "key AS position", "id", "cluster", "representative", "r AS resemblance",
+                    "kind AS decision",
+                )
+                with described(context, "writing Parquet"):
+                    python_step(named, _rounded, _PARQUET).write.mode("overwrite").parquet(parquet)
+            if out is not None:
+                # the next partition is computed while this one is written
+                text = python_step(ordered, _lines, "text string")
+                with described(context, "writing clusters.jsonl"):
+                    for chunk in text.toLocalIterator(prefetchPartitions=True):
+                        out.write(chunk.text)
+            result.summary, kinds = summary.result()
+        clustered.release()
+        result.stats = {"documents": result.summary.documents, **kinds, **clustered.stats}
+        phase("summary and write")
+        rows.unpersist()
+        cached.unpersist()
+        result.seconds = time.perf_counter() - started
+        return result
+
+
+@contextmanager
+def _shuffle_partitions_given_back(session: Any) -> Iterator[None]:
+    """``spark.sql.shuffle.partitions`` of ``session`` as it was (set or not) once the block
+    ends, whatever the block set it to (:class:`Plan` sets it)."""
+    conf = session.conf
+    before = conf.get(SHUFFLE_PARTITIONS, None)  # None: not set
+    try:
+        yield
+    finally:
+        if before is None:
+            conf.unset(SHUFFLE_PARTITIONS)
+        else:
+            conf.set(SHUFFLE_PARTITIONS, before)
 
 
 #: what a run tells ``on_progress`` it is doing, in this order
@@ -280,7 +301,7 @@ class Plan:
     still being sketched."""
 
     def __init__(self, session: Any, docs: Any, job: SparkJob) -> None:
-        session.conf.set("spark.sql.shuffle.partitions", str(job.partitions))
+        session.conf.set(SHUFFLE_PARTITIONS, str(job.partitions))
         self.job = job
         # one input task per partition suits reading; the stages after want fewer, larger
         # ones (a task costs the scheduler tens of milliseconds, however little it holds)

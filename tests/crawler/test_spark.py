@@ -595,10 +595,13 @@ def test_every_job_of_a_run_is_in_the_caller_s_job_group_and_says_what_it_does(
     assert given_back == "recluster_spark, in a group"  # the caller's own, after the run
 
 
-def test_a_run_gives_the_caller_s_session_its_shuffle_partitions_back(spark, tmp_path):
+def test_a_run_ended_or_failed_gives_the_caller_s_session_back_as_it_was(spark, tmp_path):
     """The run plans its shuffles for its own partitions through the session's
-    ``spark.sql.shuffle.partitions``; a notebook's session, which goes on after the run, has
-    its own setting back, or none, as before."""
+    ``spark.sql.shuffle.partitions``, and caches what it reads more than once; a notebook's
+    session, which goes on after the run, has its own setting back, or none, as before, and
+    nothing of the run's cached, whether the run ended or failed."""
+    cache = spark._jsparkSession.sharedState().cacheManager()
+    cached_before = cache.cachedData().size()
     docs, _ = truth_corpus(seed=3, mixed=3, identical=1, singles=3)
     files = [write_jsonl(tmp_path / "docs.jsonl", docs)]
     key = "spark.sql.shuffle.partitions"
@@ -611,12 +614,14 @@ def test_a_run_gives_the_caller_s_session_its_shuffle_partitions_back(spark, tmp
                                  out=io.StringIO(), partitions=3)
         assert result.summary.documents == len(docs)
         assert spark.conf.get(key, None) == before
+        assert cache.cachedData().size() == cached_before
     # and a run that fails gives it back too
     spark.conf.set(key, "7")
     with pytest.raises(Exception, match="Python worker exited unexpectedly"):
         recluster_spark(spark, tasks(jsonl=files), SketchParams(), DedupParams(),
                         out=io.StringIO(), partitions=3, sketch=_dies)
     assert spark.conf.get(key, None) == "7"
+    assert cache.cachedData().size() == cached_before
     spark.conf.unset(key)
 
 

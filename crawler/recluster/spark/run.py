@@ -78,9 +78,8 @@ def recluster_spark(
         raise ValueError("the 'popular' representative is not available on Spark")
     from pyspark.util import inheritable_thread_target
 
-    # the run's plans take the job's shuffle partitions from the session's configuration; the
-    # caller's session (a notebook's) goes on with its own once the run ends
-    with _shuffle_partitions_given_back(session):
+    # the caller's session (a notebook's) goes on after the run, ended or failed, as it was
+    with _given_back(session) as releases:
         started = time.perf_counter()
         job = SparkJob(params, dedup, partitions or 0, sketch, area, exact_cap=exact_cap)
         if stretch is not None:
@@ -99,6 +98,7 @@ def recluster_spark(
             # first, while the driver plans the reading
             beside.submit(same_properties(warm_workers), session)
             cached = documents(session, work, job, documents_read).persist()
+            releases.append(cached.unpersist)
             # one pass over the sketched documents: how many there are, and why any were skipped.
             # Meanwhile the driver makes the clustering stages' plan (most of a second of its
             # time, with every core otherwise idle if it came after), for the partitions the
@@ -106,6 +106,7 @@ def recluster_spark(
             counted = beside.submit(same_properties(_counted), cached)
             job.partitions = partitions or default_partitions(cores, expected_documents(work))
             plan = Plan(session, cached, job)
+            releases.append(plan.drop)
             if on_progress is not None:
                 _follow(counted, documents_read, on_progress)
             total = 0
@@ -120,12 +121,14 @@ def recluster_spark(
             plan.drop()
             job.partitions = wanted
             plan = Plan(session, cached, job)
+            releases.append(plan.drop)
         phase("read and sketch")
         if on_progress is not None:
             on_progress(CLUSTERING, total)
         docs = plan.docs
         clustered = cluster(plan)
         rows = clustered.rows.persist()
+        releases.append(rows.unpersist)
         phase("cluster")
         if on_progress is not None:
             on_progress(WRITING, total)
@@ -160,14 +163,22 @@ def recluster_spark(
 
 
 @contextmanager
-def _shuffle_partitions_given_back(session: Any) -> Iterator[None]:
-    """``spark.sql.shuffle.partitions`` of ``session`` as it was (set or not) once the block
-    ends, whatever the block set it to (:class:`Plan` sets it)."""
+def _given_back(session: Any) -> Iterator[list[Callable[[], Any]]]:
+    """``session`` as it was once the block ends or fails: its ``spark.sql.shuffle.partitions``
+    (set or not; :class:`Plan` sets it for the run's plans), and nothing cached of the run's.
+    The block adds a release (an ``unpersist``) for each thing it caches to the list it is
+    given; a run that ends has released them all already, and a second release does nothing."""
     conf = session.conf
     before = conf.get(SHUFFLE_PARTITIONS, None)  # None: not set
+    releases: list[Callable[[], Any]] = []
     try:
-        yield
+        yield releases
     finally:
+        for release in reversed(releases):
+            try:
+                release()
+            except Exception as exc:  # noqa: BLE001 - the run's own error, if any, is the one told
+                log.debug("releasing what the run cached failed: %s", exc)
         if before is None:
             conf.unset(SHUFFLE_PARTITIONS)
         else:
@@ -308,12 +319,16 @@ class Plan:
         self.docs = docs.coalesce(job.partitions)
         self.leaders, copies = split_copies(self.docs)
         self.copies = copies.persist()
+        #: what the plan and its run (:func:`cluster`) keep, to unpersist once no longer read
+        self.held: list[Any] = [self.copies]
         self.search = Search(self.leaders, job, self.docs.where("sketch IS NOT NULL"))
 
     def drop(self) -> None:
-        """Unpersist what the plan would have cached (a plan that will not run)."""
+        """Unpersist what the plan cached and its run kept: a plan that will not run, or one
+        whose run ended or failed."""
         self.search.release()
-        self.copies.unpersist()
+        for frame in self.held:
+            frame.unpersist()
 
 
 def cluster(plan: Plan) -> Clustered:
@@ -321,7 +336,7 @@ def cluster(plan: Plan) -> Clustered:
     planned in ``plan`` to a row per document."""
     phase = _Phases()
     job, search = plan.job, plan.search
-    held = [plan.copies]
+    held = plan.held
     context = plan.docs.sparkSession.sparkContext
     while True:
         with described(context, f"candidate pairs (pass {search.passes})"

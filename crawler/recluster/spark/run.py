@@ -153,13 +153,10 @@ def recluster_spark(
                     for chunk in text.toLocalIterator(prefetchPartitions=True):
                         out.write(chunk.text)
             result.summary, kinds = summary.result()
-        clustered.release()
         result.stats = {"documents": result.summary.documents, **kinds, **clustered.stats}
         phase("summary and write")
-        rows.unpersist()
-        cached.unpersist()
         result.seconds = time.perf_counter() - started
-        return result
+        return result  # and what the run cached is released on the way out
 
 
 @contextmanager
@@ -167,7 +164,8 @@ def _given_back(session: Any) -> Iterator[list[Callable[[], Any]]]:
     """``session`` as it was once the block ends or fails: its ``spark.sql.shuffle.partitions``
     (set or not; :class:`Plan` sets it for the run's plans), and nothing cached of the run's.
     The block adds a release (an ``unpersist``) for each thing it caches to the list it is
-    given; a run that ends has released them all already, and a second release does nothing."""
+    given; they are called, last first, as it ends (a second release of the same frame, as a
+    plan dropped early and again, does nothing)."""
     conf = session.conf
     before = conf.get(SHUFFLE_PARTITIONS, None)  # None: not set
     releases: list[Callable[[], Any]] = []

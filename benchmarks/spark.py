@@ -403,11 +403,12 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
         started = time.perf_counter()
         # the plan is timed: the engine makes it while the documents are sketched, but on
         # two cores that are busy sketching, the driver's time is not free
-        clustered = cluster(Plan(session, made, job))
+        plan = Plan(session, made, job)
+        clustered = cluster(plan)
         kinds = dict(clustered.rows.groupBy("kind").count().collect())
         runs.append((time.perf_counter() - started, _shuffle_bytes(session) - before,
                      *_group_work(session, run)))
-        clustered.release()
+        plan.drop()
     (seconds, shuffled, tasks, _, _), (warm, _, warm_tasks, jobs, stages) = runs
     stage_cost = stage_floor(session, partitions)
     return {"size": size, "seconds": seconds, "us_per_doc": seconds / size * 1e6,

@@ -285,17 +285,12 @@ class _Phases:
 
 class Clustered:
     """What :func:`cluster` hands back: a row per clustered document (:data:`ROWS`) and the
-    counters of the search and the rounds."""
+    counters of the search and the rounds (what the rows were made from is the plan's to
+    release: :meth:`Plan.drop`)."""
 
-    def __init__(self, rows: Any, stats: dict[str, int], cached: list[Any]) -> None:
+    def __init__(self, rows: Any, stats: dict[str, int]) -> None:
         self.rows = rows
         self.stats = stats
-        self._cached = cached
-
-    def release(self) -> None:
-        """Unpersist what the rows were made from; call once the rows are cached themselves."""
-        for frame in self._cached:
-            frame.unpersist()
 
 
 #: one clustered document: its cluster, whether it represents it, its estimate against the
@@ -364,7 +359,7 @@ def cluster(plan: Plan) -> Clustered:
         rows = _numbered(decisions, plan.copies)
     stats["rounds"] = rounds.count
     stats["passes"] = search.passes
-    return Clustered(rows, stats, held)
+    return Clustered(rows, stats)
 
 
 def _numbered(decisions: Any, copies: Any) -> Any:

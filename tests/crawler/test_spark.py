@@ -265,17 +265,7 @@ def test_exact_cap_cuts_where_the_local_index_cuts_and_agrees(spark, tmp_path, c
     a few documents are decided differently. With --exact-cap the search runs again without
     the leaders that joined, until none holds a place under the cap: the local engine's
     clusters, byte for byte."""
-    rng = random.Random(2)
-    template = [f"t{rng.randrange(5000)}" for _ in range(100)]
-    docs = []
-    for family in range(8):
-        words = [f"w{rng.randrange(50000)}" for _ in range(200)]
-        for version in range(12):
-            docs.append((f"f{family}v{version}", template + words))
-            for _ in range(3):
-                words[rng.randrange(len(words))] = f"w{rng.randrange(50000)}"
-    rng.shuffle(docs)
-    path = write_jsonl(tmp_path / "families.jsonl", docs)
+    path = families_under_one_template(tmp_path)
     params, dedup = SketchParams(), DedupParams(threshold=0.8, cap=1)
     expected = io.StringIO()
     local = recluster(read_jsonl([path]), params, dedup, out=expected, jobs=1)
@@ -302,6 +292,58 @@ def test_exact_cap_cuts_where_the_local_index_cuts_and_agrees(spark, tmp_path, c
                 "--threshold", "0.8", *extra, "-o", str(tmp_path / "out.jsonl")]
         assert main(argv) == 0
         assert ("--exact-cap picks the same" in capsys.readouterr().out) is told
+
+
+def families_under_one_template(tmp_path: Path) -> Path:
+    """A JSON Lines file of 8 families of 12 versions of a page under one template, each version
+    three words edited from the one before, in a shuffled order."""
+    rng = random.Random(2)
+    template = [f"t{rng.randrange(5000)}" for _ in range(100)]
+    docs = []
+    for family in range(8):
+        words = [f"w{rng.randrange(50000)}" for _ in range(200)]
+        for version in range(12):
+            docs.append((f"f{family}v{version}", template + words))
+            for _ in range(3):
+                words[rng.randrange(len(words))] = f"w{rng.randrange(50000)}"
+    rng.shuffle(docs)
+    return write_jsonl(tmp_path / "families.jsonl", docs)
+
+
+def test_a_pass_after_the_first_estimates_only_what_changed_and_finds_a_full_pass_s_candidates(
+    spark, tmp_path
+):
+    """A pass of --exact-cap after the first estimates again only the documents whose pairs
+    changed, and keeps the others' preferences. Its preferences must be a whole pass's with the
+    same leaders left out (but for candidates left out, which joined a cluster and which the
+    rounds pass over): the same candidates, in the same order, one row per place."""
+    from crawler.recluster.spark.run import Plan, cluster
+    from crawler.recluster.spark.sketch import SparkJob, documents
+
+    job = SparkJob(SketchParams(), DedupParams(threshold=0.8, cap=1), 2, exact_cap=True)
+    docs = documents(spark, tasks(jsonl=[families_under_one_template(tmp_path)]), job).persist()
+    plan = Plan(spark, docs, job)
+    try:
+        cluster(plan)
+        search = plan.search
+        assert search.passes >= 2 and 0 < search.changed < search.waiting
+        left_out = set(search._left_out.tolist())
+        _, whole = search._search(spark.sparkContext.broadcast(search._left_out))
+
+        def candidates(frame):
+            rows = frame.collect()
+            places = [(r.d, r.pos) for r in rows]
+            assert len(places) == len(set(places))  # one row per place
+            by_document = {}
+            for r in sorted(rows, key=lambda r: (r.d, r.pos)):
+                if r.e not in left_out:
+                    by_document.setdefault(r.d, []).append((r.e, r.kind, r.r))
+            return by_document
+
+        assert candidates(search.preferences) == candidates(whole)
+    finally:
+        plan.drop()
+        docs.unpersist()
 
 
 def test_a_plan_made_for_other_partitions_is_made_again_and_agrees(spark, tmp_path, caplog):

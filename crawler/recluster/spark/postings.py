@@ -16,9 +16,9 @@ import numpy as np
 from dedup.frequency import COUNTERS, counter_cells
 
 __all__ = [
-    "BLOB_BYTES", "bucket_of", "contested", "document_cells", "indexed", "meet", "pack",
-    "pack_bytes", "rarest_counted", "running_counts", "shared", "tally", "unpack",
-    "unpack_bytes", "verdicts",
+    "BLOB_BYTES", "bucket_of", "changed", "contested", "document_cells", "indexed", "meet",
+    "pack", "pack_bytes", "rarest_counted", "running_counts", "shared", "tally", "unpack",
+    "unpack_bytes", "verdicts", "within",
 ]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: spreads keys that share low bits
@@ -201,16 +201,44 @@ def _sorted_postings(
     """The postings sorted by fingerprint, then document, without those of the documents in
     ``left_out`` (sorted, or None for none)."""
     if left_out is not None and left_out.size:
-        kept = ~_within(posted_e, left_out)
+        kept = ~within(posted_e, left_out)
         posted_f, posted_e = posted_f[kept], posted_e[kept]
     order = np.lexsort((posted_e, posted_f))
     return posted_f[order], posted_e[order]
 
 
-def _within(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
-    """Whether each value is in ``sorted_set`` (one binary search each)."""
+def within(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Whether each value is in ``sorted_set`` (one binary search each).
+
+    >>> within(np.array([3, 4, 9]), np.array([1, 3, 9])).tolist()
+    [True, False, True]
+    >>> within(np.array([3]), np.array([], dtype=np.int64)).tolist()
+    [False]
+    """
+    if not sorted_set.size:
+        return np.zeros(values.shape, dtype=bool)
     at = np.minimum(np.searchsorted(sorted_set, values), sorted_set.size - 1)
     return sorted_set[at] == values
+
+
+def changed(
+    d: np.ndarray, e: np.ndarray, before_d: np.ndarray, before_e: np.ndarray
+) -> np.ndarray:
+    """The documents (sorted) whose pairs ``(d, e)`` differ from their pairs ``(before_d,
+    before_e)``: each side a set of distinct pairs, a document's all there or none.
+
+    >>> changed(np.array([1, 1, 2, 5]), np.array([0, 3, 1, 4]),
+    ...         np.array([1, 1, 2, 3]), np.array([3, 0, 0, 1])).tolist()  # 2: 1 not 0; 3 gone
+    [2, 3, 5]
+    """
+    both_d, both_e = np.concatenate((d, before_d)), np.concatenate((e, before_e))
+    order = np.lexsort((both_e, both_d))
+    both_d, both_e = both_d[order], both_e[order]
+    twice = (both_d[1:] == both_d[:-1]) & (both_e[1:] == both_e[:-1])
+    paired = np.zeros(both_d.size, dtype=bool)
+    paired[1:] |= twice
+    paired[:-1] |= twice
+    return np.unique(both_d[~paired])
 
 
 def meet(
@@ -272,7 +300,7 @@ def contested(
     starts = _starts(pf)
     cut = np.repeat(_lengths(starts, pf.size) > cap, _lengths(starts, pf.size))
     top = np.unique(pe[cut & (_rank(pf) <= cap + 1)])
-    return long, _within(long, top).astype(np.int64) if top.size else np.zeros_like(long)
+    return long, within(long, top).astype(np.int64)
 
 
 def _summed(

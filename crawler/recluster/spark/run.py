@@ -336,6 +336,9 @@ def cluster(plan: Plan) -> Clustered:
                        if search.passes > 1 else "candidate pairs"):
             stats = search.stats()
         phase("candidates")
+        if search.passes > 1:
+            log.debug("pass %d: the candidates of %d of %d documents changed", search.passes,
+                      search.changed, search.waiting)
         if search.waiting:
             # kept by the first round's job, which estimates the pairs on its way
             prefs = kept(search.preferences, held)
@@ -349,7 +352,7 @@ def cluster(plan: Plan) -> Clustered:
         if not job.exact_cap or (search.passes == 1 and not stats["capped"]):
             break
         with described(context, f"the cap's cuts checked (pass {search.passes})"):
-            if search.settled(decisions):
+            if search.settled(decisions, prefs):
                 break
         log.debug("pass %d: leaders that joined a cluster took places under the cap",
                   search.passes - 1)

@@ -410,10 +410,10 @@ def _index_counted(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
 
 
 def _meet(
-    buckets: np.ndarray, cap: int, left_out: Any, passes: bool
+    buckets: np.ndarray, cap: int, left_out: Any, exact_cap: bool
 ) -> Callable[[Iterable[Any]], Iterator]:
     """``left_out``: None, or a broadcast sorted array of the leaders whose postings are left
-    out; ``passes``: also what :meth:`Search.settled` reads."""
+    out; ``exact_cap``: also what :meth:`Search.settled` reads."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         got, _ = _received(batches)
@@ -422,7 +422,7 @@ def _meet(
         out = None if left_out is None else left_out.value
         d, e, hits, over = meet(d, f, pf, pe, cap, out)
         yield _routed(_MET, d, (d, e, hits, over), buckets)
-        if passes:
+        if exact_cap:
             long, top = contested(pf, pe, cap, out)
             yield _routed(_LONG, long, (long, top), buckets)
 
@@ -444,21 +444,20 @@ def _verdicts(
         d, e, hits, capped, keep = verdicts(d, e, hits, over, doc, least, den, bound)
         kd, ke = d[keep], e[keep]
         counters = tally(d, hits, capped, keep)
+        estimated = counters[-1]  # in a first pass, every document with a pair
         if again:
             bd, be = unpack(got.get(_BEFORE, []), 2)
-            if left_out is not None and left_out.value.size:
+            if left_out is not None:
                 stays = ~within(be, left_out.value)
                 bd, be = bd[stays], be[stays]
             moved_on = changed(kd, ke, bd, be)
+            estimated = moved_on.size
             fresh = within(kd, moved_on)
             kd, ke = kd[fresh], ke[fresh]
             yield _arrow_moved(*_at(home, _FRESH, pack(kd, ke)))
             yield _arrow_moved(*_at(home, _CHANGED, pack(moved_on)))
-        else:
-            moved_on = np.unique(kd)
-        kept = pack(d[keep], e[keep])
-        yield _arrow_moved(*_at(home, _TALLY, [np.append(counters, moved_on.size).tobytes()]))
-        yield _arrow_moved(*_at(home, _KEPT, kept))
+        yield _arrow_moved(*_at(home, _TALLY, [np.append(counters, estimated).tobytes()]))
+        yield _arrow_moved(*_at(home, _KEPT, pack(d[keep], e[keep])))
         needed = np.unique(np.concatenate((kd, ke)))
         yield _routed(_WANTED, needed, (needed, np.full(needed.size, home)), buckets)
         long = got.get(_LONG, [])  # kept with the verdicts, for Search.settled

@@ -179,17 +179,23 @@ def rarest_counted(
     ``(d, f)``: every fingerprint of the documents ``doc`` (with their ``k``)."""
     if d.size == 0:
         return f, d
-    # documents numbered densely, so that a (document, counter) pair is one sortable int64
-    docs = np.unique(np.concatenate((d, counted_key)))
-    table = (np.searchsorted(docs, counted_key) << _CELL_BITS) | counted_cell
+    # documents numbered densely, so that a (document, counter) pair is one sortable int64;
+    # the counters of documents not here (exact copies, which index nothing) are not read
+    docs = np.unique(doc)
+    at = np.searchsorted(docs, counted_key)
+    here = docs[np.minimum(at, docs.size - 1)] == counted_key
+    table = (at[here] << _CELL_BITS) | counted_cell[here]
     order = np.argsort(table)
-    table, count = table[order], count[order]
-    at_doc = np.searchsorted(docs, d) << _CELL_BITS
+    table, count = table[order], count[here][order]
+    number = np.searchsorted(docs, d)
     estimate = None
     for row in counter_cells(f.view(np.uint64), counters).view(np.int64):
-        value = count[np.searchsorted(table, at_doc | row)]  # every pair is there
+        value = count[np.searchsorted(table, (number << _CELL_BITS) | row)]  # every pair is there
         estimate = value if estimate is None else np.minimum(estimate, value)
-    order = np.lexsort((f.view(np.uint64), estimate, d))
+    # by document, then estimate, then the smaller unsigned value: a stable sort by (document,
+    # estimate) in one int64 (an estimate counts documents: under 2^34) after one by value
+    by_value = np.argsort(f.view(np.uint64))
+    order = by_value[np.argsort(((number << 34) | estimate)[by_value], kind="stable")]
     d, f = d[order], f[order]
     keep = _rank(d) <= k[_rows_of(doc, d)]
     return f[keep], d[keep]

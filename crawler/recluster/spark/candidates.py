@@ -196,7 +196,8 @@ class Search:
         documents with a pair to estimate, the second pass estimated again the pairs of 1,165,
         the third of 1 (at a cap of 4: 3,554 and 529 of 18,004)."""
         joined = decisions.where("kind != 'kept'").select("key")
-        long = python_step(of_kind(self._judged, _LONG), _rows_of_keys, "key long, top long")
+        long = python_step(of_kind(self._judged, _LONG), _rows("key", "top"),
+                           "key long, top long")
         rows = python_step(long.join(joined, "key"), _packed_keys, "data binary").collect()
         key, top = unpack([r.data for r in rows], 2)
         left_out = np.unique(key)
@@ -209,7 +210,7 @@ class Search:
         before = self._judged
         self._spent.append(before)  # read by this pass's verdicts, then released (stats)
         self._judged, fresh = self._search(self._broadcasts[-1], before)
-        changed = python_step(of_kind(self._judged, _CHANGED), _keys_of, "d long")
+        changed = python_step(of_kind(self._judged, _CHANGED), _rows("d"), "d long")
         self.preferences = prefs.join(changed, "d", "left_anti").unionByName(fresh)
         self.passes += 1
         return False
@@ -471,21 +472,19 @@ def _at(home: int, kind: int, blobs: list[bytes]) -> tuple[list[int], list[int],
     return [home] * len(blobs), [kind] * len(blobs), blobs
 
 
-def _keys_of(batches: Iterable[Any]) -> Iterator[Any]:
-    """``d`` rows of packed keys (:data:`_CHANGED`), to leave their documents' preferences
-    out."""
-    import pyarrow as pa
+def _rows(*names: str) -> Callable[[Iterable[Any]], Iterator]:
+    """A step that turns packed arrays of ``len(names)`` columns into rows of those names: the
+    (key, top) of :data:`_LONG`, to join with the decisions; the documents of :data:`_CHANGED`,
+    to leave their preferences out."""
 
-    (d,) = unpack([b for batch in batches for b in batch.column("data").to_pylist()], 1)
-    yield pa.RecordBatch.from_arrays([pa.array(d)], names=["d"])
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
 
+        blobs = [b for batch in batches for b in batch.column("data").to_pylist()]
+        columns = unpack(blobs, len(names))
+        yield pa.RecordBatch.from_arrays([pa.array(c) for c in columns], names=list(names))
 
-def _rows_of_keys(batches: Iterable[Any]) -> Iterator[Any]:
-    """(key, top) rows of :data:`_LONG` arrays, to join with the decisions."""
-    import pyarrow as pa
-
-    key, top = unpack([b for batch in batches for b in batch.column("data").to_pylist()], 2)
-    yield pa.RecordBatch.from_arrays([pa.array(key), pa.array(top)], names=["key", "top"])
+    return run
 
 
 def _packed_keys(batches: Iterable[Any]) -> Iterator[Any]:

@@ -188,9 +188,10 @@ def rarest_counted(
     order = np.argsort(table)
     table, count = table[order], count[here][order]
     number = np.searchsorted(docs, d)
+    at_doc = number << _CELL_BITS
     estimate = None
     for row in counter_cells(f.view(np.uint64), counters).view(np.int64):
-        value = count[np.searchsorted(table, (number << _CELL_BITS) | row)]  # every pair is there
+        value = count[np.searchsorted(table, at_doc | row)]  # every pair is there
         estimate = value if estimate is None else np.minimum(estimate, value)
     # by document, then estimate, then the smaller unsigned value: a stable sort by (document,
     # estimate) in one int64 (an estimate counts documents: under 2^34) after one by value

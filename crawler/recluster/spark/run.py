@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from crawler.recluster.inputs import SourceDocument
 from crawler.recluster.pool import SketchedDocument, sketch_source
@@ -283,14 +283,14 @@ class _Phases:
         self.last = now
 
 
-class Clustered:
-    """What :func:`cluster` hands back: a row per clustered document (:data:`ROWS`) and the
-    counters of the search and the rounds (what the rows were made from is the plan's to
-    release: :meth:`Plan.drop`)."""
+class Clustered(NamedTuple):
+    """What :func:`cluster` hands back (what the rows were made from is the plan's to release:
+    :meth:`Plan.drop`)."""
 
-    def __init__(self, rows: Any, stats: dict[str, int]) -> None:
-        self.rows = rows
-        self.stats = stats
+    #: a row per clustered document (:data:`ROWS`)
+    rows: Any
+    #: the counters of the search and the rounds
+    stats: dict[str, int]
 
 
 #: one clustered document: its cluster, whether it represents it, its estimate against the

@@ -9,8 +9,10 @@ Same tokens, same sketches, same decisions as the single-machine engine
 2. :mod:`~crawler.recluster.spark.sketch`: each task read and sketched in an executor by the
    local engine's own per-document function; rows reach the JVM as Arrow batches.
 3. :mod:`~crawler.recluster.spark.candidates`: exact duplicates by content hash, candidate pairs
-   from the pigeonhole part of each sketch under the boilerplate cap (Spark SQL), estimates and
-   preference orders (executors).
+   from the pigeonhole part of each sketch under the boilerplate cap, estimates and preference
+   orders, planned on the driver; each step's work in an executor is
+   :mod:`~crawler.recluster.spark.search_steps`'s, on numpy arrays
+   (:mod:`~crawler.recluster.spark.postings`).
 4. :mod:`~crawler.recluster.spark.greedy`: Broder's greedy clustering in rounds.
 5. :mod:`~crawler.recluster.spark.run`: cluster ids in input order, the summary, and
    clusters.jsonl or Parquet.

@@ -1,5 +1,6 @@
 """The candidate search's fingerprint work, on numpy arrays: what each step of
-:class:`crawler.recluster.spark.candidates.Search` computes inside one partition.
+:class:`crawler.recluster.spark.candidates.Search` computes inside one partition (the steps,
+:mod:`crawler.recluster.spark.search_steps`, unpack what reached it and call these).
 
 Spark moves the arrays between the steps (each step needs the rows of a fingerprint, or of a
 document, together); these functions do the work on them, vectorised, instead of a row at a

@@ -1,0 +1,369 @@
+"""The candidate search's steps, as each runs in an executor (:class:`.candidates.Search` plans
+them): what reaches a partition is packed arrays of one kind each, bound for a bucket
+(:data:`MOVED`); a step unpacks what it needs, does its part of the fingerprint-level work with
+numpy (:mod:`.postings`), and sends on packed arrays to the buckets of the next step, or rows.
+
+Each step is made by a function of the plan's constants (the buckets' routes, the cap, a
+broadcast set) and is run by :func:`~.steps.python_step`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from crawler.recluster.rounds import preference
+from crawler.recluster.spark import postings
+from dedup.estimators import estimate
+from dedup.sketches import sketch_from_bytes
+
+__all__ = [
+    "BEFORE", "CHANGED", "COUNTED", "DOCUMENT", "FRESH", "HELD", "HIT", "KEPT", "LONG", "MEMBER",
+    "MET", "MOVED", "OWN", "POSTED", "RUNNING", "SERVED", "SKETCH", "TALLY", "WANTED", "as_rows",
+    "count", "hits", "index", "index_counted", "meet", "packed_keys", "prefer", "running", "serve",
+    "spread", "verdicts",
+]
+
+#: what Spark moves between the steps: packed int64 columns (:func:`.postings.pack`) or
+#: sketches (:func:`.postings.pack_bytes`) bound for a bucket
+MOVED = "bucket int, kind byte, data binary"
+#: the kinds of moved arrays: (d, f) of every leader; (d, size, k, least, den) of every
+#: leader; (d, f, count) of shared fingerprints, to their document; (d, f) of shared
+#: fingerprints, to their fingerprint; (f, e) postings; (d, e, hits, over) partial sums;
+#: leaders' sketches, to their key's bucket; (d, e) pairs to estimate; a partition's
+#: counters; (key, home) sketches a partition's pairs need; sketches served to that home;
+#: (key, top) of the leaders posted under a fingerprint the cap cuts (:func:`.postings.contested`)
+(HELD, DOCUMENT, COUNTED, MEMBER, POSTED, MET, SKETCH, KEPT, TALLY, WANTED,
+ SERVED, LONG) = range(12)
+#: in a pass after the first: the pairs the pass before kept, back to the partition that kept
+#: them; the pairs to estimate again (of the documents whose pairs changed); those documents
+BEFORE, FRESH, CHANGED = range(15, 18)
+#: with ``exact_cap``: (d, f) of every leader, to its document; (cell, key) count-min counters
+#: a document hits, to their counter; (key, cell, count) their values there, to the document
+OWN, HIT, RUNNING = range(12, 15)
+
+
+def _arrow_moved(bucket: list[int], kind: list[int], data: list[bytes]) -> Any:
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays(
+        [pa.array(bucket, pa.int32()), pa.array(kind, pa.int8()), pa.array(data, pa.binary())],
+        names=["bucket", "kind", "data"])
+
+
+def _cut(by: np.ndarray, buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The order that sorts rows by the bucket of ``by``, and where each bucket starts in it;
+    ``buckets`` holds each bucket's route (:func:`.routes.routes`)."""
+    where = postings.bucket_of(by, buckets.size)
+    order = np.argsort(where, kind="stable")
+    return order, np.searchsorted(where[order], np.arange(buckets.size + 1))
+
+
+def _routed(
+    kind: int, by: np.ndarray, columns: tuple[np.ndarray, ...], buckets: np.ndarray
+) -> Any:
+    """One Arrow batch: the rows of ``columns`` cut by the bucket of ``by``, packed, each blob
+    under its bucket's route."""
+    order, starts = _cut(by, buckets)
+    bucket, data = [], []
+    for b, route in enumerate(buckets.tolist()):
+        lo, hi = starts[b], starts[b + 1]
+        if hi > lo:
+            blobs = postings.pack(*(c[order[lo:hi]] for c in columns))
+            bucket += [route] * len(blobs)
+            data += blobs
+    return _arrow_moved(bucket, [kind] * len(bucket), data)
+
+
+def _received(batches: Iterable[Any]) -> tuple[dict[int, list[bytes]], int]:
+    """The blobs that reached this partition, by kind, and its *home*: the least route among
+    them, which Spark sends to this same partition again when it repartitions the same way."""
+    got: dict[int, list[bytes]] = {}
+    home = None
+    for batch in batches:
+        if batch.num_rows:
+            least = min(batch.column("bucket").to_pylist())
+            home = least if home is None else min(home, least)
+        for kind, data in zip(batch.column("kind").to_pylist(), batch.column("data").to_pylist()):
+            got.setdefault(kind, []).append(data)
+    return got, 0 if home is None else home
+
+
+def _fingerprints(batch: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A batch of documents' keys, how many distinct fingerprints each holds, and all of them
+    in a row."""
+    arrays = [np.frombuffer(b, dtype=np.int64) for b in batch.column("fps").to_pylist()]
+    size = np.array([a.size for a in arrays], dtype=np.int64)
+    return (batch.column("key").to_numpy(), size,
+            np.concatenate(arrays) if arrays else np.empty(0, dtype=np.int64))
+
+
+def spread(buckets: np.ndarray, own: bool = False) -> Callable[[Iterable[Any]], Iterator]:
+    """Each leader sent where the steps after need it: its fingerprints to theirs
+    (:data:`HELD`, to be counted), its sizes (:data:`DOCUMENT`) and its sketch
+    (:data:`SKETCH`) to its own bucket. ``own``: also its fingerprints to its own document
+    (:data:`OWN`)."""
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        keys, sizes, ks, leasts, dens, held, sketches = [], [], [], [], [], [], []
+        for batch in batches:
+            key, size, values = _fingerprints(batch)
+            keys.append(key)
+            sizes.append(size)
+            ks.append(batch.column("k").to_numpy(zero_copy_only=False).astype(np.int64))
+            leasts.append(batch.column("least").fill_null(-1).to_numpy().astype(np.int64))
+            dens.append(batch.column("den").fill_null(-1).to_numpy().astype(np.int64))
+            held.append((np.repeat(key, size), values))
+            sketches += batch.column("sketch").to_pylist()
+        if not keys:
+            return
+        d = np.concatenate([h[0] for h in held])
+        f = np.concatenate([h[1] for h in held])
+        key = np.concatenate(keys)
+        yield _routed(HELD, f, (d, f), buckets)
+        if own:
+            yield _routed(OWN, d, (d, f), buckets)
+        yield _routed(DOCUMENT, key, (key, np.concatenate(sizes), np.concatenate(ks),
+                                       np.concatenate(leasts), np.concatenate(dens)), buckets)
+        order, starts = _cut(key, buckets)
+        bucket, data = [], []
+        for b, route in enumerate(buckets.tolist()):
+            rows = order[starts[b] : starts[b + 1]]
+            if rows.size:
+                blobs = postings.pack_bytes(key[rows], [sketches[i] for i in rows])
+                bucket += [route] * len(blobs)
+                data += blobs
+        yield _arrow_moved(bucket, [SKETCH] * len(bucket), data)
+
+    return run
+
+
+def count(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
+    """At a fingerprint: how many leaders hold it, to each holder's document (:data:`COUNTED`,
+    to pick its rarest part), and the holders themselves back to the fingerprint
+    (:data:`MEMBER`, to meet its postings); a fingerprint of one leader meets no other."""
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        d, f = postings.unpack(_received(batches)[0].get(HELD, []), 2)
+        d, f, counts = postings.shared(d, f)
+        yield _routed(COUNTED, d, (d, f, counts), buckets)
+        yield _routed(MEMBER, f, (d, f), buckets)
+
+    return run
+
+
+def index(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
+    """At a document: its indexed part, its rarest shared fingerprints by the corpus's counts,
+    posted to each fingerprint (:data:`POSTED`)."""
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        got, _ = _received(batches)
+        doc, size, k, _, _ = postings.unpack(got.get(DOCUMENT, []), 5)
+        d, f, counts = postings.unpack(got.get(COUNTED, []), 3)
+        f, e = postings.indexed(d, f, counts, doc, size, k)
+        yield _routed(POSTED, f, (f, e), buckets)
+
+    return run
+
+
+def hits(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
+    """With ``exact_cap``: each document's count-min counters, to each counter (:data:`HIT`)."""
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        read = [_fingerprints(batch) for batch in batches]
+        if not read:
+            return
+        key, size, f = (np.concatenate(column) for column in zip(*read))
+        cell, key = postings.document_cells(key, size, f)
+        yield _routed(HIT, cell, (cell, key), buckets)
+
+    return run
+
+
+def running(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
+    """At a counter: its value as each document that hits it is added in input order, back to
+    that document (:data:`RUNNING`)."""
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        cell, key = postings.unpack(_received(batches)[0].get(HIT, []), 2)
+        key, cell, counts = postings.running_counts(cell, key)
+        yield _routed(RUNNING, key, (key, cell, counts), buckets)
+
+    return run
+
+
+def index_counted(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
+    """With ``exact_cap``, at a document: its indexed part ranked by the running count-min
+    estimates at its place in the input, as the local clusterer ranks it, posted to each
+    fingerprint (:data:`POSTED`)."""
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        got, _ = _received(batches)
+        doc, _, k, _, _ = postings.unpack(got.get(DOCUMENT, []), 5)
+        d, f = postings.unpack(got.get(OWN, []), 2)
+        f, e = postings.rarest_counted(d, f, doc, k, *postings.unpack(got.get(RUNNING, []), 3))
+        yield _routed(POSTED, f, (f, e), buckets)
+
+    return run
+
+
+def meet(
+    buckets: np.ndarray, cap: int, left_out: Any, exact_cap: bool
+) -> Callable[[Iterable[Any]], Iterator]:
+    """``left_out``: None, or a broadcast sorted array of the leaders whose postings are left
+    out; ``exact_cap``: also what :meth:`.candidates.Search.settled` reads."""
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        got, _ = _received(batches)
+        d, f = postings.unpack(got.get(MEMBER, []), 2)
+        pf, pe = postings.unpack(got.get(POSTED, []), 2)
+        out = None if left_out is None else left_out.value
+        d, e, hits, over = postings.meet(d, f, pf, pe, cap, out)
+        yield _routed(MET, d, (d, e, hits, over), buckets)
+        if exact_cap:
+            long, top = postings.contested(pf, pe, cap, out)
+            yield _routed(LONG, long, (long, top), buckets)
+
+    return run
+
+
+def verdicts(
+    bound: float | None, buckets: np.ndarray, left_out: Any = None, again: bool = False
+) -> Callable[[Iterable[Any]], Iterator]:
+    """The pairs kept stay at this partition's home, with its counters; the sketches the
+    pairs to estimate need are asked for from their keys' buckets, once each. ``again``: a
+    pass after the first, whose pairs to estimate are those of the documents whose pairs
+    differ from the pass before's (:data:`BEFORE`, but for the leaders ``left_out`` now)."""
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        got, home = _received(batches)
+        doc, _, _, least, den = postings.unpack(got.get(DOCUMENT, []), 5)
+        d, e, hits, over = postings.unpack(got.get(MET, []), 4)
+        d, e, hits, capped, keep = postings.verdicts(d, e, hits, over, doc, least, den, bound)
+        kd, ke = d[keep], e[keep]
+        counters = postings.tally(d, hits, capped, keep)
+        estimated = counters[-1]  # in a first pass, every document with a pair
+        if again:
+            bd, be = postings.unpack(got.get(BEFORE, []), 2)
+            if left_out is not None:
+                stays = ~postings.within(be, left_out.value)
+                bd, be = bd[stays], be[stays]
+            moved_on = postings.changed(kd, ke, bd, be)
+            estimated = moved_on.size
+            fresh = postings.within(kd, moved_on)
+            kd, ke = kd[fresh], ke[fresh]
+            yield _arrow_moved(*_at(home, FRESH, postings.pack(kd, ke)))
+            yield _arrow_moved(*_at(home, CHANGED, postings.pack(moved_on)))
+        yield _arrow_moved(*_at(home, TALLY, [np.append(counters, estimated).tobytes()]))
+        yield _arrow_moved(*_at(home, KEPT, postings.pack(d[keep], e[keep])))
+        needed = np.unique(np.concatenate((kd, ke)))
+        yield _routed(WANTED, needed, (needed, np.full(needed.size, home)), buckets)
+        long = got.get(LONG, [])  # kept with the verdicts, for Search.settled (:mod:`.candidates`)
+        yield _arrow_moved([home] * len(long), [LONG] * len(long), long)
+
+    return run
+
+
+def _at(home: int, kind: int, blobs: list[bytes]) -> tuple[list[int], list[int], list[bytes]]:
+    """The columns of :func:`_arrow_moved` for ``blobs`` of one kind, all bound for ``home``."""
+    return [home] * len(blobs), [kind] * len(blobs), blobs
+
+
+def as_rows(*names: str) -> Callable[[Iterable[Any]], Iterator]:
+    """A step that turns packed arrays of ``len(names)`` columns into rows of those names: the
+    (key, top) of :data:`LONG`, to join with the decisions; the documents of :data:`CHANGED`,
+    to leave their preferences out."""
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        blobs = [b for batch in batches for b in batch.column("data").to_pylist()]
+        columns = postings.unpack(blobs, len(names))
+        yield pa.RecordBatch.from_arrays([pa.array(c) for c in columns], names=list(names))
+
+    return run
+
+
+def packed_keys(batches: Iterable[Any]) -> Iterator[Any]:
+    """(key, top) rows packed again, to collect a few blobs rather than a row each."""
+    import pyarrow as pa
+
+    keys, tops = [], []
+    for batch in batches:
+        keys.append(batch.column("key").to_numpy())
+        tops.append(batch.column("top").to_numpy())
+    if keys:
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(postings.pack(np.concatenate(keys), np.concatenate(tops)), pa.binary())],
+            names=["data"])
+
+
+def serve(batches: Iterable[Any]) -> Iterator[Any]:
+    """Each sketch asked for, to the home of every partition that asked (a few blobs per
+    home)."""
+    got, _ = _received(batches)
+    keys, values = postings.unpack_bytes(got.get(SKETCH, []))
+    sketches = dict(zip(keys.tolist(), values))
+    key, home = postings.unpack(got.get(WANTED, []), 2)
+    order = np.argsort(home, kind="stable")
+    key, home = key[order], home[order]
+    homes, starts = np.unique(home, return_index=True)
+    bucket, data = [], []
+    for to, lo, hi in zip(homes.tolist(), starts, [*starts[1:], home.size]):
+        blobs = postings.pack_bytes(key[lo:hi], [sketches[k] for k in key[lo:hi].tolist()])
+        bucket += [to] * len(blobs)
+        data += blobs
+    yield _arrow_moved(bucket, [SERVED] * len(data), data)
+
+
+def prefer(
+    threshold: float, containment: float | None, pairs: int
+) -> Callable[[Iterable[Any]], Iterator]:
+    """A partition's pairs (of the kind ``pairs``: :data:`KEPT` in a first pass,
+    :data:`FRESH` after) estimated, each document's candidates in its preference order."""
+
+    def run(batches: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        got, _ = _received(batches)
+        keys, values = postings.unpack_bytes(got.get(SERVED, []))
+        raw = dict(zip(keys.tolist(), values))  # this partition's sketches, parsed when needed
+        parsed: dict[int, Any] = {}
+
+        def sketch(key: int) -> Any:
+            found = parsed.get(key)
+            if found is None:
+                found = parsed[key] = sketch_from_bytes(raw.pop(key))
+            return found
+
+        d, e = postings.unpack(got.get(pairs, []), 2)
+        order = np.lexsort((e, d))
+        d, e = d[order].tolist(), e[order].tolist()
+        out: dict[str, list[Any]] = {"d": [], "pos": [], "e": [], "kind": [], "r": []}
+        lo = 0
+        while lo < len(d):
+            current, hi = d[lo], lo
+            estimates = []
+            while hi < len(d) and d[hi] == current:
+                est = estimate(sketch(current), sketch(e[hi]))
+                estimates.append((e[hi], est.resemblance, est.containment_a_in_b))
+                hi += 1
+            for pos, (cand, kind, r) in enumerate(preference(estimates, threshold, containment)):
+                for name, value in zip(out, (current, pos, cand, kind, r)):
+                    out[name].append(value)
+            if len(out["d"]) >= 4096:
+                yield pa.RecordBatch.from_pydict(out, schema=_PREFERENCES_ARROW())
+                out = {name: [] for name in out}
+            lo = hi
+        yield pa.RecordBatch.from_pydict(out, schema=_PREFERENCES_ARROW())
+
+    return run
+
+
+def _PREFERENCES_ARROW() -> Any:  # noqa: N802 - a constant made on first use (pyarrow is lazy)
+    import pyarrow as pa
+
+    return pa.schema([("d", pa.int64()), ("pos", pa.int32()), ("e", pa.int64()),
+                      ("kind", pa.string()), ("r", pa.float64())])

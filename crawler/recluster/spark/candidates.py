@@ -32,7 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from crawler.recluster.spark import search_steps as step
+# not `from crawler.recluster.spark import ...`: that names the package, whose __init__ imports
+# this module (tests/test_layers.py counts it a cycle)
+import crawler.recluster.spark.search_steps as step
 from crawler.recluster.spark.postings import unpack
 from crawler.recluster.spark.routes import routes
 from crawler.recluster.spark.sketch import SparkJob

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+# not `from crawler.recluster.spark import postings` (see the same import in .candidates)
+import crawler.recluster.spark.postings as postings  # noqa: PLR0402
 from crawler.recluster.rounds import preference
-from crawler.recluster.spark import postings
 from dedup.estimators import estimate
 from dedup.sketches import sketch_from_bytes
 

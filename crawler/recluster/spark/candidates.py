@@ -45,6 +45,12 @@ __all__ = ["PREFERENCES", "Search", "split_copies"]
 #: a document's qualifying candidates, ``pos`` 0 first: (document, place in its preference
 #: order, candidate, decision kind if it joins that candidate, estimated resemblance)
 PREFERENCES = "d long, pos int, e long, kind string, r double"
+#: buckets per partition: a bucket travels to its partition under its route (:mod:`.routes`);
+#: many small buckets let a skewed fingerprint or document weigh little
+_BUCKETS_PER_PARTITION = 16
+#: the counters of :func:`.postings.tally`, in its order, but for its last (``Search.waiting``)
+#: and the count the verdicts add after it (``Search.changed``)
+_TALLIED = ("comparisons", "pruned", "capped", "capped_documents")
 
 
 def split_copies(documents: Any) -> tuple[Any, Any]:
@@ -136,10 +142,10 @@ class Search:
             met = python_step(moved(of(counted, step.MEMBER), posted),
                               step.meet(buckets, job.dedup.cap, left_out, job.exact_cap), moves)
             judging = [of(spread, step.DOCUMENT), met]
-            if before is not None:  # the pairs kept before, to the partition that kept them
+            again = before is not None
+            if again:  # the pairs kept before, to the partition that kept them
                 judging.append(of(before, step.KEPT).selectExpr(
                     "bucket", f"CAST({step.BEFORE} AS BYTE) AS kind", "data"))
-            again = before is not None
             judged = python_step(moved(*judging), step.verdicts(bound, buckets, left_out, again),
                                  moves).persist()
             pairs = step.FRESH if again else step.KEPT
@@ -223,12 +229,3 @@ class Search:
 def of_kind(frame: Any, kind: int) -> Any:
     """The rows of moved arrays of one kind."""
     return frame.where(f"kind = {kind}")  # SQL text: one round trip to the JVM
-
-
-
-#: buckets per partition: a bucket travels to its partition under its route (:mod:`.routes`);
-#: many small buckets let a skewed fingerprint or document weigh little
-_BUCKETS_PER_PARTITION = 16
-#: the counters of :func:`.postings.tally`, in its order, but for its last (``Search.waiting``)
-#: and the count the verdicts add after it (``Search.changed``)
-_TALLIED = ("comparisons", "pruned", "capped", "capped_documents")

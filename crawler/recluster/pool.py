@@ -41,7 +41,7 @@ from dedup.html_text import DocumentTooDeep
 from dedup.params import ContentArea, SketchParams
 from dedup.sketches import Sketch
 
-__all__ = ["CHUNK", "SketchedDocument", "sketch_source", "sketched"]
+__all__ = ["CHUNK", "SketchedDocument", "init_sketcher", "sketch_source", "sketched"]
 
 #: documents per message from the feeder to a worker, and per message of sketches back
 CHUNK = 32
@@ -63,14 +63,16 @@ class SketchedDocument:
 _sketcher: tuple[Sketcher, str, ContentArea | None] | None = None
 
 
-def _init_sketcher(params: SketchParams, engine: str, area: ContentArea | None = None) -> None:
+def init_sketcher(params: SketchParams, engine: str, area: ContentArea | None = None) -> None:
+    """Set what :func:`sketch_source` sketches with in this process: once per worker process,
+    per Spark Python worker, or in the parent for one job, so each keeps its own tables."""
     global _sketcher
     _sketcher = (Sketcher(params), engine, area)
 
 
 def sketch_source(doc: SourceDocument) -> SketchedDocument:
     """Canonicalise and sketch one document (in a worker process, or in the parent for 1 job)."""
-    assert _sketcher is not None, "call _init_sketcher first"
+    assert _sketcher is not None, "call init_sketcher first"
     sketcher, engine, area = _sketcher
     if doc.skip_reason:
         return SketchedDocument(doc.id, None, skip_reason=doc.skip_reason)
@@ -117,7 +119,7 @@ def sketched(
     documents are read with (None: the whole page).
     """
     if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        _init_sketcher(params, engine, area)
+        init_sketcher(params, engine, area)
         yield map(sketch_source, sources)
         return
     ctx = multiprocessing.get_context("fork")
@@ -235,7 +237,7 @@ def _chunks(sources: Iterable[SourceDocument]) -> Iterator[list[SourceDocument]]
 def _worker(reader: Receiver, writer: Sender, params: SketchParams, engine: str,
             every_fd: list[int], area: ContentArea | None = None) -> None:  # fmt: skip
     _child({reader.fd, writer.fd}, every_fd)
-    _init_sketcher(params, engine, area)
+    init_sketcher(params, engine, area)
     while True:
         try:
             kind, payload = reader.get()

@@ -117,7 +117,7 @@ def recluster(
                         doc.id, assignment.decision.kind, now,
                         assignment.cluster_id, doc.content_hash))
                     result.summary.add(assignment)
-                    lines.append(_line(doc.id, assignment))
+                    lines.append(clusters_line(doc.id, assignment))
                     if on_progress:
                         on_progress(result.summary.documents, result.summary.clusters)
             if out is not None:
@@ -129,17 +129,17 @@ def recluster(
     return result
 
 
-def _line(doc_id: str, a: Assignment) -> str:
+def clusters_line(doc_id: str, a: Assignment) -> str:
     r"""One clusters.jsonl line, as ``json.dumps`` writes the record (a test holds it to that);
     only the id needs JSON's quoting, so it alone goes through the encoder.
 
     >>> from dedup.cluster import Decision
     >>> joined = Assignment(3, 1, Decision("near_duplicate", 1, 0, 0, 0.875), False, False)
-    >>> print(_line('say "hi"', joined), end="")  # doctest: +NORMALIZE_WHITESPACE
+    >>> print(clusters_line('say "hi"', joined), end="")  # doctest: +NORMALIZE_WHITESPACE
     {"id": "say \"hi\"", "cluster": 1, "representative": false, "resemblance": 0.875,
      "decision": "near_duplicate"}
     """
-    resemblance = 1.0 if a.representative else _number(a.decision.resemblance)
+    resemblance = 1.0 if a.representative else json_number(a.decision.resemblance)
     return (
         f'{{"id": {_quoted(doc_id)}, "cluster": {a.cluster_id:d}, '
         f'"representative": {"true" if a.representative else "false"}, '
@@ -151,7 +151,7 @@ def _line(doc_id: str, a: Assignment) -> str:
 _quoted = json.JSONEncoder(ensure_ascii=False).encode
 
 
-def _number(value: float | None) -> float | None:
+def json_number(value: float | None) -> float | None:
     """JSON has no NaN: an estimate without evidence (an empty MOD_m sample) is null."""
     if value is None or math.isnan(value):
         return None

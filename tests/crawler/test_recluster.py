@@ -30,7 +30,7 @@ from warcio.warcwriter import WARCWriter
 
 from crawler.cli import main
 from crawler.recluster.inputs import FileContent, SourceDocument, read_jsonl
-from crawler.recluster.run import _line, _number, recluster
+from crawler.recluster.run import clusters_line, json_number, recluster
 from dedup.canonical import html_tokens, text_tokens
 from dedup.cluster import Assignment, Decision, GreedyClusterer, cluster_documents
 from dedup.curves import matches_needed, p_at_least
@@ -681,8 +681,8 @@ def test_a_clusters_line_is_what_json_dumps_writes(
         "id": doc_id,
         "cluster": cluster,
         "representative": first,
-        "resemblance": 1.0 if first else _number(resemblance),
+        "resemblance": 1.0 if first else json_number(resemblance),
         "decision": decision.kind,
     }
-    assert _line(doc_id, made) == json.dumps(record, ensure_ascii=False) + "\n"
-    assert json.loads(_line(doc_id, made)) == record
+    assert clusters_line(doc_id, made) == json.dumps(record, ensure_ascii=False) + "\n"
+    assert json.loads(clusters_line(doc_id, made)) == record

@@ -20,7 +20,7 @@ from crawler.recluster.pool import (
     CHUNK,
     CHUNK_BYTES,
     _chunks,
-    _init_sketcher,
+    init_sketcher,
     sketch_source,
     sketched,
 )
@@ -49,7 +49,7 @@ def documents(n: int, seed: int = 7) -> list[SourceDocument]:
 
 
 def one_by_one(docs: list[SourceDocument]) -> list:
-    _init_sketcher(PARAMS, ENGINE)
+    init_sketcher(PARAMS, ENGINE)
     return [sketch_source(doc) for doc in docs]
 
 

@@ -19,7 +19,7 @@ from typing import IO, Any, NamedTuple
 
 from crawler.recluster.inputs import SourceDocument
 from crawler.recluster.pool import SketchedDocument, sketch_source
-from crawler.recluster.run import ReclusterResult, _line, _number
+from crawler.recluster.run import ReclusterResult, clusters_line, json_number
 from crawler.recluster.spark.candidates import PREFERENCES, Search, split_copies
 from crawler.recluster.spark.described import described
 from crawler.recluster.spark.greedy import greedy_rounds
@@ -449,7 +449,7 @@ def _lines(batches: Iterable[Any]) -> Iterator[Any]:
         for doc_id, cid, rep, r, kind, same in zip(
             c["id"], c["cluster"], c["representative"], c["r"], c["kind"], c["identical"]
         ):
-            line = _line(doc_id, _assignment(cid, rep, r, kind, same))
+            line = clusters_line(doc_id, _assignment(cid, rep, r, kind, same))
             chunk.append(line)
             size += len(line)
             if size >= CHUNK:
@@ -465,10 +465,10 @@ _PARQUET = ("position long, id string, cluster long, representative boolean, "
 
 def _rounded(batches: Iterable[Any]) -> Iterator[Any]:
     """Resemblances rounded as clusters.jsonl writes them
-    (:func:`~crawler.recluster.run._number`)."""
+    (:func:`~crawler.recluster.run.json_number`)."""
     import pyarrow as pa
 
     for batch in batches:
         c = batch.to_pydict()
-        c["resemblance"] = [_number(r) for r in c["resemblance"]]
+        c["resemblance"] = [json_number(r) for r in c["resemblance"]]
         yield pa.RecordBatch.from_pydict(c)

@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from crawler.recluster.inputs import InputError, SourceDocument
-from crawler.recluster.pool import SketchedDocument, _init_sketcher, sketch_source
+from crawler.recluster.pool import SketchedDocument, init_sketcher, sketch_source
 from crawler.recluster.spark.steps import python_step
 from crawler.recluster.spark.tasks import Task, document_key, read_task, remote
 from dedup.cluster import bound_denominator, hits_needed, indexed_count
@@ -102,7 +102,7 @@ def _sketch_batches(
     need, containment = job.need, job.dedup.containment is not None
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        _init_sketcher(params, engine, area)
+        init_sketcher(params, engine, area)
         for batch in batches:
             columns = batch.to_pydict()
             for slot, path, content in zip(columns["slot"], columns["path"], columns["content"]):

@@ -14,6 +14,8 @@ UNITS = ("word", "char", "line")
 OPTIONS = ("A", "B")
 SKETCH_KINDS = ("min", "mod", "minmod", "tiered", "permutation")
 FINGERPRINT_BITS = (40, 64)
+#: the boilerplate cap unless the config says otherwise (:attr:`DedupParams.cap`)
+DEFAULT_CAP = 64
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ class DedupParams:
     canonicaliser: str = "fast"
     #: clusters read per fingerprint: the boilerplate cap that keeps clustering O(rs) (a
     #: fingerprint shared by more clusters, such as a site template's, costs this many lookups)
-    cap: int = 64
+    cap: int = DEFAULT_CAP
 
     def __post_init__(self) -> None:
         _unit_interval("dedup.threshold", self.threshold)

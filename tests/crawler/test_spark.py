@@ -261,10 +261,10 @@ def test_exact_cap_cuts_where_the_local_index_cuts_and_agrees(spark, tmp_path, c
     """Families of versions of a page under one template (each version edits three words of
     the one before) share their rarest fingerprints, so a cap of 1 bites. The local index
     keeps a fingerprint's first representative; the search keeps its first leader, which may
-    have joined a cluster, so the default search misses candidates the local engine finds and
-    a few documents are decided differently. With --exact-cap the search runs again without
-    the leaders that joined, until none holds a place under the cap: the local engine's
-    clusters, byte for byte."""
+    have joined a cluster, so the faster search (--no-exact-cap) misses candidates the local
+    engine finds and a few documents are decided differently. With --exact-cap, the default
+    for a cap below 64, the search runs again without the leaders that joined, until none
+    holds a place under the cap: the local engine's clusters, byte for byte."""
     path = families_under_one_template(tmp_path)
     params, dedup = SketchParams(), DedupParams(threshold=0.8, cap=1)
     expected = io.StringIO()
@@ -272,22 +272,28 @@ def test_exact_cap_cuts_where_the_local_index_cuts_and_agrees(spark, tmp_path, c
     assert local.stats["capped"] > 100
     lines = expected.getvalue().splitlines()
     got = io.StringIO()
-    first = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=got, partitions=2)
-    assert first.stats["passes"] == 1
+    first = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=got, partitions=2,
+                            exact_cap=False)
+    assert first.stats["passes"] == 1 and first.stats["exact_cap"] is False
     assert 0 < sum(a != b for a, b in zip(got.getvalue().splitlines(), lines)) < len(lines) / 10
     exact = io.StringIO()
-    again = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=exact, partitions=2,
-                            exact_cap=True)
+    again = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=exact, partitions=2)
     assert exact.getvalue() == expected.getvalue()
-    assert again.stats["passes"] >= 2
+    assert again.stats["passes"] >= 2 and again.stats["exact_cap"] is True
     assert spark._jsparkSession.sharedState().cacheManager().isEmpty()  # every pass released
-    # the command line says how many searches it took
+    # the command line says how many searches it took, and --exact-cap asks for them at the
+    # default cap too
     report = run(capsys, "--jsonl", str(path), "--engine", "spark", "--cap", "1",
-                 "--threshold", "0.8", "--exact-cap", "-o", str(tmp_path / "out.jsonl"))
+                 "--threshold", "0.8", "-o", str(tmp_path / "out.jsonl"))
     assert report["clustering"]["passes"] == again.stats["passes"]
     assert (tmp_path / "out.jsonl").read_text() == expected.getvalue()
-    # the summary points to --exact-cap where the cap bit, and only then
-    for extra, told in (((), True), (("--exact-cap",), False)):
+    asked = run(capsys, "--jsonl", str(path), "--engine", "spark", "--threshold", "0.8",
+                "--exact-cap", "-o", str(tmp_path / "out.jsonl"))
+    unasked = run(capsys, "--jsonl", str(path), "--engine", "spark", "--threshold", "0.8",
+                  "-o", str(tmp_path / "out.jsonl"))
+    assert (asked["clustering"]["exact_cap"], unasked["clustering"]["exact_cap"]) == (True, False)
+    # the summary points to --exact-cap where the cap bit and the faster search ran, only then
+    for extra, told in ((("--no-exact-cap",), True), ((), False), (("--exact-cap",), False)):
         argv = ["recluster", "--jsonl", str(path), "--engine", "spark", "--cap", "1",
                 "--threshold", "0.8", *extra, "-o", str(tmp_path / "out.jsonl")]
         assert main(argv) == 0
@@ -490,9 +496,10 @@ def test_diff_on_spark_reports_what_the_local_diff_reports(spark, tmp_path_facto
     table = diff_table(capsys, *higher, "--engine", "spark")
     assert table == diff_table(capsys, *higher, "-j", "1")
     assert "0 would now be dropped, 5 would now be kept, 22 stay kept, 3 stay dropped" in table
-    # --exact-cap reaches the diff: under a cap of 1, the local diff's report
+    # under a cap of 1 the diff searches as --exact-cap does (the default below 64): the
+    # local diff's report
     capped = ["--store", str(site.store), "--cap", "1"]
-    got = run(capsys, "--diff", *capped, "--engine", "spark", "--exact-cap")
+    got = run(capsys, "--diff", *capped, "--engine", "spark")
     expected = run(capsys, "--diff", *capped, "-j", "1")
     assert got.pop("seconds") > 0 and expected.pop("seconds") > 0
     assert got == expected
@@ -1107,7 +1114,8 @@ def test_wrong_options_missing_java_and_bad_masters_are_one_line_errors(
     assert "--partitions" in error(capsys, *spark_run, "--partitions", "0")
     assert "--engine spark" in error(capsys, "--jsonl", str(path), "--output-format", "parquet")
     assert "--engine spark" in error(capsys, "--jsonl", str(path), "--master", "local[2]")
-    assert "--exact-cap needs --engine spark" in error(capsys, "--jsonl", str(path), "--exact-cap")
+    for exact in ("--exact-cap", "--no-exact-cap"):
+        assert "--exact-cap needs --engine spark" in error(capsys, "--jsonl", str(path), exact)
     assert "not a Spark master" in error(capsys, *spark_run, "--master", "lokal[2]")
     assert "--spark-conf needs --engine spark" in error(
         capsys, "--jsonl", str(path), "--spark-conf", "spark.driver.memory=2g")

@@ -31,7 +31,7 @@ def diff_store_spark(
     *,
     partitions: int | None = None,
     area: ContentArea | None = None,
-    exact_cap: bool = False,
+    exact_cap: bool | None = None,
 ) -> DiffResult:
     """:func:`crawler.recluster.diff.diff_store` on the Spark ``session``."""
     check_store(path)

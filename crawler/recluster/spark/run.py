@@ -63,7 +63,7 @@ def recluster_spark(
     sketch: Callable[[SourceDocument], SketchedDocument] = sketch_source,
     area: ContentArea | None = None,
     stretch: int | None = None,
-    exact_cap: bool = False,
+    exact_cap: bool | None = None,
     on_progress: Callable[[str, int], None] | None = None,
 ) -> ReclusterResult:
     """Cluster the documents of ``work`` on Spark; write clusters.jsonl lines to ``out`` (in
@@ -71,7 +71,8 @@ def recluster_spark(
     (:func:`crawler.recluster.run.recluster`), HTML read with the content area ``area``.
     ``stretch``: pending documents per range of a greedy round (fewer: more rounds).
     ``exact_cap``: where the boilerplate cap bites, search again until it cuts where the local
-    index's cuts (:meth:`~crawler.recluster.spark.candidates.Search.settled`).
+    index's cuts (:meth:`~crawler.recluster.spark.candidates.Search.settled`); None: when the
+    cap is below its default (:func:`~.sketch.exact_cap_wanted`).
     ``on_progress(phase, documents)``: told what the run is doing (:data:`PHASES`) and how many
     documents have been read, every :data:`POLL` seconds while they are read."""
     if dedup.representative == "popular":
@@ -362,6 +363,7 @@ def cluster(plan: Plan) -> Clustered:
         rows = _numbered(decisions, plan.copies)
     stats["rounds"] = rounds.count
     stats["passes"] = search.passes
+    stats["exact_cap"] = job.exact_cap
     return Clustered(rows, stats)
 
 

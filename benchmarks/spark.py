@@ -45,8 +45,9 @@ first child writes it if it is missing, and the start-up is also printed without
 and compiled its code (the local engine's row is a median of runs in one process: warm after
 its first). The goals are printed for both. The Spark engine's output is
 compared with the local engine's line by line (they should agree, also under a small
-boilerplate cap; and once more with ``--exact-cap``, at the default cap and the small one, with
-its searches and time), and its shuffle (bytes written by every stage, from Spark's own metrics) and
+boilerplate cap, where the command searches as ``--exact-cap`` by default; and once more with
+the other search, ``--exact-cap`` at the default cap and ``--no-exact-cap`` at the small one,
+with its searches and time), and its shuffle (bytes written by every stage, from Spark's own metrics) and
 its number of greedy rounds are reported.
 
 **This machine's ceiling.** Two CPUs of a machine do not always do twice one CPU's work:
@@ -243,9 +244,10 @@ def _failure(text: str, last: bool = False) -> str:
 
 def child_engine(master: str, files: str, threshold: float, out: str,
                  cap: int | None = None, warm: bool = False,
-                 exact_cap: bool = False) -> dict[str, Any]:
+                 exact_cap: bool | None = None) -> dict[str, Any]:
     """One engine run in a fresh session; ``warm``: then the same run again in that session,
-    whose time is reported as ``warm_seconds``; ``exact_cap``: as ``--exact-cap``."""
+    whose time is reported as ``warm_seconds``; ``exact_cap``: as ``--exact-cap`` (True) or
+    ``--no-exact-cap`` (False), else the command's default."""
     from crawler.recluster.spark import recluster_spark, tasks
     from dedup.params import DedupParams, SketchParams
 
@@ -266,7 +268,7 @@ def child_engine(master: str, files: str, threshold: float, out: str,
             "documents": result.summary.documents,
             "shuffle_bytes": shuffle, "rounds": result.stats["rounds"],
             "capped": result.stats["capped"], "passes": result.stats["passes"],
-            "conf": _conf(session)}
+            "exact_cap": result.stats["exact_cap"], "conf": _conf(session)}
 
 
 def child_sparkml(master: str, files: str, threshold: float,
@@ -637,7 +639,7 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                          if k in ok[0]}}
     differing = {"lines": differing_lines(local_out, spark_out),
                  **decided_differently(local_out, spark_out),
-                 "exact_cap": _exact_cap(names, local_out, work, args.threshold, None)}
+                 "twin": _twin(names, local_out, work, args.threshold, None, exact_cap=True)}
     # where the engines can differ: a boilerplate cap small enough to bite
     log(f"agreement with a cap of {args.small_cap}")
     from crawler.recluster.inputs import read_html_files
@@ -658,22 +660,25 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                           "capped_local": capped_local.stats["capped"],
                           "capped_spark": capped_spark.get("capped"),
                           "seconds": capped_spark.get("seconds"),
+                          "passes": capped_spark.get("passes"),
+                          "exact_cap": capped_spark.get("exact_cap"),
                           "error": capped_spark.get("error"),
-                          "exact_cap": _exact_cap(names, local_out, work, args.threshold,
-                                                  args.small_cap)}}
+                          "twin": _twin(names, local_out, work, args.threshold, args.small_cap,
+                                        exact_cap=False)}}
 
 
-def _exact_cap(names: str, local_out: Path, work: Path, threshold: float,
-               cap: int | None) -> dict[str, Any]:
-    """The Spark engine with ``--exact-cap`` in ``local[2]`` against the local engine's
-    ``local_out`` (same cap): documents decided differently, searches, seconds."""
-    out = work / "exact.jsonl"
+def _twin(names: str, local_out: Path, work: Path, threshold: float, cap: int | None, *,
+          exact_cap: bool) -> dict[str, Any]:
+    """The Spark engine in ``local[2]`` with the other search than its default at ``cap``
+    (``--exact-cap`` at the default cap, ``--no-exact-cap`` below it) against the local
+    engine's ``local_out`` (same cap): documents decided differently, searches, seconds."""
+    out = work / "twin.jsonl"
     run = _child("engine", cpus=2, master="local[2]", files=names, threshold=threshold,
-                 out=str(out), cap=cap, exact_cap=True)
+                 out=str(out), cap=cap, exact_cap=exact_cap)
     if run.get("error"):
-        return {"error": run["error"]}
+        return {"error": run["error"], "exact_cap": exact_cap}
     return {**decided_differently(local_out, out), "passes": run["passes"],
-            "seconds": run["seconds"]}
+            "seconds": run["seconds"], "exact_cap": exact_cap}
 
 
 def ceiling(files: list[Path], threshold: float, work: Path, repeats: int,
@@ -810,35 +815,38 @@ def _render_speed(speed: dict[str, Any], threshold: float,
     out.append(f"differing from the local engine: {same['lines']} lines of {documents:,}, "
                f"{same['documents']} documents decided differently")
     out += _examples(same)
-    out += _exact_line(same.get("exact_cap"), "", documents, None)
+    out += _twin_line(same.get("twin"), "", documents, None)
     small = speed.get("small_cap")
     if small and small.get("error"):
         out.append(f"with --cap {small['cap']}: the Spark run failed: {small['error']}")
     elif small:
         moved = small["documents"]
-        out.append(f"with --cap {small['cap']}: {moved} documents decided differently "
-                   f"({moved / documents:.2%}; goal < 0.1%), {small['differing_lines']} lines "
-                   f"differ (cluster numbers shift after a difference); the cap bit on "
-                   f"{small['capped_local']:,} fingerprints locally, {small['capped_spark']:,} "
-                   "on Spark")
+        search = "--exact-cap" if small.get("exact_cap") else "--no-exact-cap"
+        out.append(f"with --cap {small['cap']} (the default search there: {search}, "
+                   f"{small['passes']} searches, {small['seconds']:.1f} s in local[2]): "
+                   f"{moved} documents decided differently ({moved / documents:.2%}; goal < "
+                   f"0.1%), {small['differing_lines']} lines differ (cluster numbers shift "
+                   f"after a difference); the cap bit on {small['capped_local']:,} "
+                   f"fingerprints locally, {small['capped_spark']:,} on Spark")
         out += _examples(small)
-        out += _exact_line(small.get("exact_cap"), f" --cap {small['cap']}", documents,
-                           small.get("seconds"))
+        out += _twin_line(small.get("twin"), f" --cap {small['cap']}", documents,
+                          small.get("seconds"))
     return out
 
 
-def _exact_line(exact: dict[str, Any] | None, cap: str, documents: int,
-                seconds: float | None) -> list[str]:
-    """The ``--exact-cap`` run's agreement, searches and time (against the run without it)."""
-    if not exact:
+def _twin_line(twin: dict[str, Any] | None, cap: str, documents: int,
+               seconds: float | None) -> list[str]:
+    """The run with the other search's agreement, searches and time (against the default's)."""
+    if not twin:
         return []
-    if exact.get("error"):
-        return [f"with{cap} --exact-cap: the Spark run failed: {exact['error']}"]
-    than = f" (without it: {seconds:.1f} s)" if seconds else ""
-    moved = exact["documents"]
-    return [f"with{cap} --exact-cap: {moved} documents decided differently "
-            f"({moved / documents:.2%}); {exact['passes']} search{'es' * (exact['passes'] != 1)}, "
-            f"{exact['seconds']:.1f} s in local[2]{than}", *_examples(exact)]
+    flag = "--exact-cap" if twin.get("exact_cap", True) else "--no-exact-cap"
+    if twin.get("error"):
+        return [f"with{cap} {flag}: the Spark run failed: {twin['error']}"]
+    than = f" (the default search: {seconds:.1f} s)" if seconds else ""
+    moved = twin["documents"]
+    return [f"with{cap} {flag}: {moved} documents decided differently "
+            f"({moved / documents:.2%}); {twin['passes']} search{'es' * (twin['passes'] != 1)}, "
+            f"{twin['seconds']:.1f} s in local[2]{than}", *_examples(twin)]
 
 
 def _examples(differing: dict[str, Any]) -> list[str]:

@@ -29,7 +29,9 @@ not (and the local engine, which picks the "rarest" part from the counts seen so
 common fingerprints early in a corpus where this engine does not). Both report how often the
 cap bit (``capped``); the benchmark counts the documents decided differently under a small cap.
 ``--exact-cap`` closes both gaps: it ranks each part by the local clusterer's own running
-count-min estimates, and searches again without the leaders that joined a cluster.
+count-min estimates, and searches again without the leaders that joined a cluster. It is the
+default below the default cap, where the cap bites often enough for the gaps to matter
+(:func:`~crawler.recluster.spark.sketch.exact_cap_wanted`).
 
 The popular representative is refused: it changes as its cluster grows, so whether a document
 joins depends on every member before it, not on its candidates alone.

@@ -27,6 +27,7 @@ from crawler.recluster.inputs import (
     read_store,
     read_warc,
 )
+from dedup.params import DEFAULT_CAP
 from storage.errors import StoreError
 
 HELP = "cluster a corpus (a store, WARC, JSON Lines, HTML files) into near-duplicate clusters"
@@ -276,6 +277,10 @@ def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bo
             # the search posts every leader, the local index representatives only (README)
             lines.insert(-1, "where the cap bit, a few documents may join another near duplicate "
                              "than the local engine picks; --exact-cap picks the same")
+        elif result.stats.get("exact_cap") and args.exact_cap is None:
+            lines.insert(-1, f"a cap below the default of {DEFAULT_CAP} searches as --exact-cap "
+                             "does, for the local engine's decisions; --no-exact-cap is faster "
+                             "and may decide a few documents otherwise")
     print("\n".join(lines), file=sys.stderr if to_stderr else sys.stdout)
     return 0
 

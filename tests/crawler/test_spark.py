@@ -292,12 +292,16 @@ def test_exact_cap_cuts_where_the_local_index_cuts_and_agrees(spark, tmp_path, c
     unasked = run(capsys, "--jsonl", str(path), "--engine", "spark", "--threshold", "0.8",
                   "-o", str(tmp_path / "out.jsonl"))
     assert (asked["clustering"]["exact_cap"], unasked["clustering"]["exact_cap"]) == (True, False)
-    # the summary points to --exact-cap where the cap bit and the faster search ran, only then
-    for extra, told in ((("--no-exact-cap",), True), ((), False), (("--exact-cap",), False)):
+    # the summary points to --exact-cap where the cap bit and the faster search ran, and to
+    # --no-exact-cap where the small cap chose the exact search by itself; only then
+    for extra, told in ((("--no-exact-cap",), "--exact-cap picks the same"),
+                        ((), "--no-exact-cap is faster"), (("--exact-cap",), None)):
         argv = ["recluster", "--jsonl", str(path), "--engine", "spark", "--cap", "1",
                 "--threshold", "0.8", *extra, "-o", str(tmp_path / "out.jsonl")]
         assert main(argv) == 0
-        assert ("--exact-cap picks the same" in capsys.readouterr().out) is told
+        summary = capsys.readouterr().out
+        for pointer in ("--exact-cap picks the same", "--no-exact-cap is faster"):
+            assert (pointer in summary) is (pointer == told)
 
 
 def families_under_one_template(tmp_path: Path) -> Path:

@@ -47,8 +47,8 @@ its first). The goals are printed for both. The Spark engine's output is
 compared with the local engine's line by line (they should agree, also under a small
 boilerplate cap, where the command searches as ``--exact-cap`` by default; and once more with
 the other search, ``--exact-cap`` at the default cap and ``--no-exact-cap`` at the small one,
-with its searches and time), and its shuffle (bytes written by every stage, from Spark's own metrics) and
-its number of greedy rounds are reported.
+with its searches and time), and its shuffle (bytes written by every stage, from Spark's own
+metrics) and its number of greedy rounds are reported.
 
 **This machine's ceiling.** Two CPUs of a machine do not always do twice one CPU's work:
 busy together, they share caches, memory bandwidth and, on a virtual machine, a host. So the

@@ -131,8 +131,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "representatives; the search keeps its first --cap documents). The "
                          "local engine's bytes on the benchmark's real pages, for about 1.5x "
                          "the time (3 searches on 20,000 pages). Default: on when --cap is "
-                         "below 64, the default cap, where the faster search decided 0.43%% of "
-                         "those pages otherwise at a cap of 4 (0.005%% at 64)")
+                         f"below {DEFAULT_CAP}, the default cap (where the faster search "
+                         "decided 0.125%% to 0.43%% of those pages otherwise at a cap of 4, at "
+                         f"most 0.03%% at {DEFAULT_CAP})")
     sp.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
                     help="with --engine spark: a Spark setting of the session the command "
                          "starts, as spark-submit's --conf (repeatable; e.g. "

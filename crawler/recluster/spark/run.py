@@ -1,8 +1,7 @@
 """The whole Spark run: documents → clusters → ``clusters.jsonl`` (or Parquet), in input order.
 
-Cluster ids number the kept documents in input order, as the local index numbers its clusters:
-each task's kept documents are counted, and a document's id is the count of kept documents in
-the tasks before its own plus its rank in its own. The output is sorted by document key (a
+Cluster ids number the kept documents in input order, as the local index numbers its clusters
+(:mod:`.numbering`). The output is sorted by document key (a
 range-partitioned sort), formatted in executors by the local engine's own line writer, and
 only written on the driver.
 """
@@ -24,6 +23,7 @@ from crawler.recluster.spark.candidates import PREFERENCES, Search, split_copies
 from crawler.recluster.spark.described import described
 from crawler.recluster.spark.greedy import greedy_rounds
 from crawler.recluster.spark.kept import kept
+from crawler.recluster.spark.numbering import numbered
 from crawler.recluster.spark.postings import BLOB_BYTES
 from crawler.recluster.spark.routes import routes
 from crawler.recluster.spark.sketch import SparkJob, documents
@@ -288,15 +288,12 @@ class Clustered(NamedTuple):
     """What :func:`cluster` hands back (what the rows were made from is the plan's to release:
     :meth:`Plan.drop`)."""
 
-    #: a row per clustered document (:data:`ROWS`)
+    #: a row per clustered document (:data:`~.numbering.ROWS`)
     rows: Any
     #: the counters of the search and the rounds
     stats: dict[str, int]
 
 
-#: one clustered document: its cluster, whether it represents it, its estimate against the
-#: representative, the decision, and whether its content is the cluster's first member's
-ROWS = "key long, cluster long, representative boolean, r double, kind string, identical boolean"
 
 
 class Plan:
@@ -360,50 +357,11 @@ def cluster(plan: Plan) -> Clustered:
     search.release()
     with described(context, "cluster ids"):  # its plan starts the jobs of its broadcasts
         decisions = kept(decisions, held)  # by the first job that reads it
-        rows = _numbered(decisions, plan.copies)
+    rows = numbered(decisions, plan.copies, job.partitions)
     stats["rounds"] = rounds.count
     stats["passes"] = search.passes
     stats["exact_cap"] = job.exact_cap
     return Clustered(rows, stats)
-
-
-def _numbered(decisions: Any, copies: Any) -> Any:
-    """:data:`ROWS` from the leaders' decisions and the exact copies."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    kept_docs = decisions.where("kind = 'kept'").select(
-        "key", F.shiftright("key", RECORD_BITS).alias("task"))
-    # each task's first id: the kept documents of the tasks before it, a running sum over one
-    # row per task (so the window's single partition is small), computed in Spark rather
-    # than collected and sent back by the driver
-    before = Window.orderBy("task").rowsBetween(Window.unboundedPreceding, -1)
-    starts = F.broadcast(kept_docs.groupBy("task").count().select(
-        "task", F.coalesce(F.sum("count").over(before), F.lit(0)).alias("offset")))
-    in_task = Window.partitionBy("task").orderBy("key")
-    ids = kept_docs.join(starts, "task").select(
-        F.col("key").alias("rep_key"),
-        (F.col("offset") + F.row_number().over(in_task) - 1).alias("cluster"),
-    )
-    is_kept = F.col("kind") == "kept"
-    led = (
-        decisions.withColumn("rep_key", F.coalesce("rep", "key"))
-        .join(ids, "rep_key")
-        .select("key", "cluster", is_kept.alias("representative"),
-                F.when(is_kept, F.lit(1.0)).otherwise(F.col("r")).alias("r"),
-                "kind", is_kept.alias("identical"))
-    )
-    # a copy of the representative itself reports its estimate against itself (1.0 but for
-    # MOD_m's empty samples); a copy of a member, what that member reported
-    copied = copies.join(
-        led.selectExpr("key AS leader", "cluster", "representative AS lead", "r AS lead_r"),
-        "leader",
-    ).select(
-        "key", "cluster", F.lit(False).alias("representative"),
-        F.when(F.col("lead"), F.col("self_r")).otherwise(F.col("lead_r")).alias("r"),
-        F.lit("exact_duplicate").alias("kind"), F.col("lead").alias("identical"),
-    )
-    return led.unionByName(copied)
 
 
 def _summary(rows: Any) -> tuple[ClusterSummary, dict[str, int]]:

@@ -1,8 +1,8 @@
 """Broder's greedy clustering in rounds on Spark (the steps are :mod:`crawler.recluster.rounds`).
 
-A round joins each pending document's candidates with the statuses decided so far, cuts the
-pending documents into contiguous stretches of the input (a range partitioning by key), and
-decides each stretch in input order (:func:`~crawler.recluster.rounds.decide_in_order`). What
+A round joins each pending document's candidates with the statuses the round before decided
+(each row keeps the status it already knew), cuts the pending documents into contiguous
+stretches of the input (a range partitioning by key), and decides each stretch in input order (:func:`~crawler.recluster.rounds.decide_in_order`). What
 is still undecided, because a candidate it waits on lies in an earlier stretch and was
 undecided when the round began, goes to the next round. A round has as many stretches as its
 pending documents need (``SparkJob.stretch`` each), at most the job's partitions: the
@@ -26,7 +26,7 @@ __all__ = ["DECISIONS", "Rounds", "greedy_rounds"]
 
 #: a leader's decision: its cluster's representative ``rep`` (None when kept) and resemblance
 DECISIONS = "key long, kind string, rep long, r double"
-_STEP = "decided boolean, d long, pos int, e long, kind string, r double"
+_STEP = "decided boolean, d long, pos int, e long, kind string, r double, status int"
 
 
 class Rounds(NamedTuple):
@@ -52,18 +52,16 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
     from pyspark.sql import functions as F
 
     context = prefs.sparkSession.sparkContext
-    pending = prefs
     # a document with candidates has exactly one first preference: no distinct, no shuffle
-    waiting = pending.where("pos = 0").select(F.col("d").alias("key"))
+    waiting = prefs.where("pos = 0").select(F.col("d").alias("key"))
     alone = leaders.select("key").join(waiting, "key", "left_anti")
     decided = [alone.selectExpr("key", "'kept' AS kind", "CAST(NULL AS LONG) AS rep",
                                 "CAST(NULL AS DOUBLE) AS r")]
-    # a candidate is a leader: kept at once unless it waits too
-    status = (
-        pending.select(F.col("e").alias("key")).distinct()
-        .join(waiting, "key", "left_anti")
-        .withColumn("status", F.lit(KEPT))
-    )
+    # a candidate is a leader: kept at once unless it waits too. Each pending row carries its
+    # candidate's status from then on; a round learns only the statuses the one before decided
+    learnt = waiting.selectExpr("key AS e", "true AS waits")
+    status = f"IF(waits, NULL, {KEPT})"  # no row in ``learnt``: the candidate does not wait
+    pending = prefs
     rounds = 0
     steps = []
     left = most
@@ -74,7 +72,8 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
                        else "estimates and greedy round 1"):
             stretches = max(1, min(partitions, -(-left // stretch)))
             ranged = (
-                pending.join(status.withColumnRenamed("key", "e"), "e", "left")
+                pending.join(learnt, "e", "left")
+                .selectExpr("d", "pos", "e", "kind", "r", f"{status} AS status")
                 .repartitionByRange(stretches, "d")
                 .sortWithinPartitions("d", "pos")
             )
@@ -89,8 +88,8 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
         rounds += 1
         now = step.where("decided").selectExpr("d AS key", "kind", "e AS rep", "r")
         decided.append(now)
-        status = status.unionByName(now.select(
-            "key", F.when(F.col("kind") == "kept", KEPT).otherwise(JOINED).alias("status")))
+        learnt = now.selectExpr("key AS e", f"IF(kind = 'kept', {KEPT}, {JOINED}) AS now")
+        status = "coalesce(now, status)"  # what the round before decided, else what was known
         pending = step.where("NOT decided").drop("decided")
     out = decided[0]
     for frame in decided[1:]:
@@ -119,7 +118,7 @@ def _decide_pass(batches: Iterable[Any]) -> Iterator[Any]:
                 _append(out, (False, d, *row))
         else:
             kind, rep, r = decision
-            _append(out, (True, d, None, rep, kind, r))
+            _append(out, (True, d, None, rep, kind, r, None))
         if len(out["d"]) >= 4096:
             yield pa.RecordBatch.from_pydict(out, schema=_step_arrow())
             out = {name: [] for name in _STEP_NAMES}
@@ -127,7 +126,7 @@ def _decide_pass(batches: Iterable[Any]) -> Iterator[Any]:
         yield pa.RecordBatch.from_pydict(out, schema=_step_arrow())
 
 
-_STEP_NAMES = ("decided", "d", "pos", "e", "kind", "r")
+_STEP_NAMES = ("decided", "d", "pos", "e", "kind", "r", "status")
 
 
 def _append(out: dict[str, list[Any]], row: tuple) -> None:
@@ -153,7 +152,7 @@ def _documents(rows: Iterator[tuple]) -> Iterator[tuple[int, list, dict[int, int
         prefs.append((e, kind, r))
         if status is not None:
             known[e] = status
-        held.append((pos, e, kind, r))
+        held.append((pos, e, kind, r, status))
     if current is not None:
         yield current, prefs, known, held
 
@@ -162,4 +161,5 @@ def _step_arrow() -> Any:
     import pyarrow as pa
 
     return pa.schema([("decided", pa.bool_()), ("d", pa.int64()), ("pos", pa.int32()),
-                      ("e", pa.int64()), ("kind", pa.string()), ("r", pa.float64())])
+                      ("e", pa.int64()), ("kind", pa.string()), ("r", pa.float64()),
+                      ("status", pa.int32())])

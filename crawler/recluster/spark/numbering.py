@@ -14,8 +14,8 @@ The ranks can be computed in Spark SQL instead (a running sum over a window of o
 task, a window per task, two joins), as this engine did before: a plan the driver took half a
 second to make on every run. On 10,000 synthetic documents in ``local[2]`` (the clustering
 stages of :mod:`benchmarks.spark`'s scale runs) a first run took 6.99 instead of 7.77 s and a
-warm one about 4.15 instead of 4.4 (medians of 3 interleaved pairs); at 100,000 both are
-within the noise.
+warm one about 4.15 instead of 4.4 (medians of 3 interleaved pairs); at 100,000 and 300,000
+both are within the noise.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from crawler.recluster.spark.described import described
-from crawler.recluster.spark.routes import routes
+from crawler.recluster.spark.routes import task_range_route
 from crawler.recluster.spark.steps import python_step
 from crawler.recluster.spark.tasks import RECORD_BITS
 
@@ -62,12 +62,8 @@ def numbered(decisions: Any, copies: Any, partitions: int) -> Any:
     ).selectExpr(
         "key", "rep_key", "false AS representative", "IF(lead, self_r, lead_r) AS r",
         "'exact_duplicate' AS kind", "lead AS identical")
-    # partition p holds the representatives' tasks tasks·p/partitions to the next one's,
-    # sent there under its route (:mod:`.routes`); the tasks with no kept document end none
-    route = ", ".join(str(int(r)) for r in routes(partitions, partitions))
-    part = f"CAST(floor(shiftright(rep_key, {RECORD_BITS}) * {partitions} / {tasks}) AS INT)"
     grouped = (led.unionByName(copied)
-               .selectExpr("*", f"element_at(array({route}), {part} + 1) AS _route")
+               .selectExpr("*", f"{task_range_route('rep_key', tasks, partitions)} AS _route")
                .repartition(partitions, "_route")
                .sortWithinPartitions("rep_key", "key"))
     return python_step(grouped, _ids(first_ids), ROWS)

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["routes", "spark_partition"]
+from crawler.recluster.spark.tasks import RECORD_BITS
+
+__all__ = ["routes", "spark_partition", "task_range_route"]
 
 _SEED = 42  # HashPartitioning's Murmur3Hash seed
 
@@ -57,3 +59,16 @@ def routes(buckets: int, partitions: int) -> np.ndarray:
             break
         size *= 2
     return np.array([per[b % partitions][b // partitions] for b in range(buckets)], dtype=np.int32)
+
+
+def task_range_route(key: str, tasks: int, partitions: int) -> str:
+    """SQL for the route that sends a row to the partition holding the task of its key column
+    ``key`` (a key's high bits are its task), partition ``p`` holding the tasks
+    ``tasks·p/partitions`` to the next one's: whole tasks, in task order.
+
+    >>> task_range_route("key", 10, 2)
+    'element_at(array(2, 0), CAST(floor(shiftright(key, 32) * 2 / 10) AS INT) + 1)'
+    """
+    route = ", ".join(str(int(r)) for r in routes(partitions, partitions))
+    part = f"CAST(floor(shiftright({key}, {RECORD_BITS}) * {partitions} / {tasks}) AS INT)"
+    return f"element_at(array({route}), {part} + 1)"

@@ -666,7 +666,9 @@ def test_every_job_of_a_run_is_in_the_caller_s_job_group_and_says_what_it_does(
     with urllib.request.urlopen(api) as answer:
         described = {job["jobId"]: job.get("description", "") for job in json.load(answer)}
     caller = "recluster_spark, in a group · neardup: "
-    assert all(described[job].startswith(caller) for job in ours), sorted((j, described[j]) for j in ours if not described[j].startswith(caller))
+    undescribed = sorted((job, described[job]) for job in ours
+                         if not described[job].startswith(caller))
+    assert not undescribed, undescribed
     steps = {described[job].removeprefix(caller) for job in ours}
     assert steps >= {"starting the Python workers", "reading and sketching", "candidate pairs",
                      "estimates and greedy round 1", "cluster ids", "summary",

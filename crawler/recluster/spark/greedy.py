@@ -2,13 +2,14 @@
 
 A round joins each pending document's candidates with the statuses the round before decided
 (each row keeps the status it already knew), cuts the pending documents into contiguous
-stretches of the input (a range partitioning by key), and decides each stretch in input order (:func:`~crawler.recluster.rounds.decide_in_order`). What
-is still undecided, because a candidate it waits on lies in an earlier stretch and was
-undecided when the round began, goes to the next round. A round has as many stretches as its
-pending documents need (``SparkJob.stretch`` each), at most the job's partitions: the
-documents with candidates are a small part of a corpus, so the first round usually decides
-nearly all of them and the next ones are small. Each round's step is kept (:mod:`.kept`), so
-round n neither computes nor plans rounds 1 to n-1 again.
+stretches of the input (a range partitioning by key), and decides each stretch in input order
+(:func:`~crawler.recluster.rounds.decide_in_order`). What is still undecided, because a
+candidate it waits on lies in an earlier stretch and was undecided when the round began, goes
+to the next round. A round has as many stretches as its pending documents need
+(``SparkJob.stretch`` each), at most the job's partitions: the documents with candidates are a
+small part of a corpus, so the first round usually decides nearly all of them and the next
+ones are small. Each round's step is kept (:mod:`.kept`), so round n neither computes nor
+plans rounds 1 to n-1 again.
 """
 
 from __future__ import annotations

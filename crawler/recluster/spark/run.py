@@ -1,9 +1,8 @@
 """The whole Spark run: documents → clusters → ``clusters.jsonl`` (or Parquet), in input order.
 
 Cluster ids number the kept documents in input order, as the local index numbers its clusters
-(:mod:`.numbering`). The output is sorted by document key (a
-range-partitioned sort), formatted in executors by the local engine's own line writer, and
-only written on the driver.
+(:mod:`.numbering`). The output is sorted by document key (a range-partitioned sort),
+formatted in executors by the local engine's own line writer, and only written on the driver.
 """
 
 from __future__ import annotations
@@ -287,8 +286,6 @@ class Clustered(NamedTuple):
     rows: Any
     #: the counters of the search and the rounds
     stats: dict[str, int]
-
-
 
 
 class Plan:

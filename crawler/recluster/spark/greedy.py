@@ -10,6 +10,10 @@ to the next round. A round has as many stretches as its pending documents need
 small part of a corpus, so the first round usually decides nearly all of them and the next
 ones are small. Each round's step is kept (:mod:`.kept`), so round n neither computes nor
 plans rounds 1 to n-1 again.
+
+The job that counts a round's decided and pending documents also keeps every decision so far
+and counts the kept documents of each input task, the leaders kept at once among them: if the
+round is the last, the cluster ids (:mod:`.numbering`) need no job of their own.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from crawler.recluster.rounds import JOINED, KEPT, decide_in_order
 from crawler.recluster.spark.described import described
 from crawler.recluster.spark.kept import kept
 from crawler.recluster.spark.steps import python_step
+from crawler.recluster.spark.tasks import RECORD_BITS
 
 __all__ = ["DECISIONS", "Rounds", "greedy_rounds"]
 
@@ -39,6 +44,9 @@ class Rounds(NamedTuple):
     count: int
     #: the rounds' kept steps, to unpersist once the decisions are no longer read
     steps: list[Any]
+    #: the kept documents of each input task that has any, counted by the last round's job;
+    #: None when no round ran (no document had a pair to estimate)
+    kept_per_task: dict[int, int] | None
 
 
 def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most: int) -> Rounds:
@@ -56,16 +64,17 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
     # a document with candidates has exactly one first preference: no distinct, no shuffle
     waiting = prefs.where("pos = 0").select(F.col("d").alias("key"))
     alone = leaders.select("key").join(waiting, "key", "left_anti")
-    decided = [alone.selectExpr("key", "'kept' AS kind", "CAST(NULL AS LONG) AS rep",
-                                "CAST(NULL AS DOUBLE) AS r")]
+    decided = alone.selectExpr("key", "'kept' AS kind", "CAST(NULL AS LONG) AS rep",
+                               "CAST(NULL AS DOUBLE) AS r")
     # a candidate is a leader: kept at once unless it waits too. Each pending row carries its
     # candidate's status from then on; a round learns only the statuses the one before decided
     learnt = waiting.selectExpr("key AS e", "true AS waits")
     status = f"IF(waits, NULL, {KEPT})"  # no row in ``learnt``: the candidate does not wait
     pending = prefs
     rounds = 0
-    steps = []
+    steps: list[Any] = []
     left = most
+    kept_per_task = None
     while left:
         # the first round's job estimates the pairs on its way (the preferences are kept); the
         # step's plan, made here, starts the jobs of the joins' broadcasts
@@ -79,23 +88,33 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
                 .sortWithinPartitions("d", "pos")
             )
             step = kept(python_step(ranged, _decide_pass, _STEP), steps)  # by the count
+            now = step.where("decided").selectExpr("d AS key", "kind", "e AS rep", "r")
+            # every decision so far, kept by the count, which counts the kept documents of each
+            # task too: if this round is the last, the cluster ids need nothing more
+            so_far = kept(decided.unionByName(now), steps)
             # decided documents have a row each, pending ones keep their first preference's
-            counts = dict(step.where("decided OR pos = 0").groupBy("decided").count().collect())
-        progress, left = counts.get(True, 0), counts.get(False, 0)
+            counts = (
+                step.where("decided OR pos = 0")
+                .selectExpr("true AS round", "decided", "-1L AS task")
+                .unionByName(so_far.where("kind = 'kept'").selectExpr(
+                    "false AS round", "true AS decided", f"shiftright(key, {RECORD_BITS}) AS task"))
+                .groupBy("round", "decided", "task").count().collect()
+            )
+        progress = sum(n for in_round, is_decided, _, n in counts if in_round and is_decided)
+        left = sum(n for in_round, is_decided, _, n in counts if in_round and not is_decided)
+        kept_per_task = {task: n for in_round, _, task, n in counts if not in_round}
+        decided = so_far
         if not progress:
             if left:
                 raise RuntimeError("greedy rounds made no progress (a bug: candidates are earlier)")
             break  # no pair estimated at the threshold: nothing waited
         rounds += 1
-        now = step.where("decided").selectExpr("d AS key", "kind", "e AS rep", "r")
-        decided.append(now)
         learnt = now.selectExpr("key AS e", f"IF(kind = 'kept', {KEPT}, {JOINED}) AS now")
         status = "coalesce(now, status)"  # what the round before decided, else what was known
         pending = step.where("NOT decided").drop("decided")
-    out = decided[0]
-    for frame in decided[1:]:
-        out = out.unionByName(frame)
-    return Rounds(out, rounds, steps)
+    if kept_per_task is None:  # no round: every leader is kept at once
+        decided = kept(decided, steps)
+    return Rounds(decided, rounds, steps, kept_per_task)
 
 
 def _decide_pass(batches: Iterable[Any]) -> Iterator[Any]:

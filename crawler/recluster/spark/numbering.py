@@ -1,9 +1,10 @@
 """Cluster ids, numbered as the local index numbers its clusters: the kept documents in input
 order, 0 first.
 
-A cluster's id is its representative's rank among the kept documents. A small job counts the
-kept documents of each input task (a key's high bits are its task); the driver turns the counts
-into each task's first id. Then every document, leader or exact copy, travels to the
+A cluster's id is its representative's rank among the kept documents. The kept documents of
+each input task are counted (a key's high bits are its task) by the greedy rounds' own counts
+when rounds ran (:attr:`.greedy.Rounds.kept_per_task`), else by a small job; the driver turns
+the counts into each task's first id. Then every document, leader or exact copy, travels to the
 partition of its representative's task (whole tasks per partition, in task order, as
 :func:`~crawler.recluster.spark.run.in_input_order` cuts them), sorted by representative and
 then by key. A representative comes before its members (a document joins an earlier one), so
@@ -20,7 +21,7 @@ both are within the noise.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -37,17 +38,20 @@ __all__ = ["ROWS", "numbered"]
 ROWS = "key long, cluster long, representative boolean, r double, kind string, identical boolean"
 
 
-def numbered(decisions: Any, copies: Any, partitions: int) -> Any:
+def numbered(
+    decisions: Any, copies: Any, partitions: int, kept: Mapping[int, int] | None = None
+) -> Any:
     """:data:`ROWS` from the leaders' decisions (:data:`~.greedy.DECISIONS`) and the exact
-    copies ``(key, leader, self_r)``; runs the job that counts the kept documents."""
-    context = decisions.sparkSession.sparkContext
-    with described(context, "cluster ids"):
-        counts = decisions.where("kind = 'kept'").selectExpr(
-            f"shiftright(key, {RECORD_BITS}) AS task").groupBy("task").count().collect()
-    tasks = 1 + max((row["task"] for row in counts), default=0)
+    copies ``(key, leader, self_r)``. ``kept``: the kept documents of each input task that has
+    any, if known; else a job counts them."""
+    if kept is None:
+        with described(decisions.sparkSession.sparkContext, "cluster ids"):
+            kept = dict(decisions.where("kind = 'kept'").selectExpr(
+                f"shiftright(key, {RECORD_BITS}) AS task").groupBy("task").count().collect())
+    tasks = 1 + max(kept, default=0)
     per_task = np.zeros(tasks, dtype=np.int64)
-    for row in counts:
-        per_task[row["task"]] = row["count"]
+    for task, count in kept.items():
+        per_task[task] = count
     first_ids = np.concatenate(([0], np.cumsum(per_task)[:-1]))
 
     # every leader, with its representative's key and what it reports

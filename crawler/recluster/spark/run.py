@@ -347,9 +347,7 @@ def cluster(plan: Plan) -> Clustered:
         log.debug("pass %d: leaders that joined a cluster took places under the cap",
                   search.passes - 1)
     search.release()
-    with described(context, "cluster ids"):  # its plan starts the jobs of its broadcasts
-        decisions = kept(decisions, held)  # by the first job that reads it
-    rows = numbered(decisions, plan.copies, job.partitions)
+    rows = numbered(decisions, plan.copies, job.partitions, rounds.kept_per_task)
     stats["rounds"] = rounds.count
     stats["passes"] = search.passes
     stats["exact_cap"] = job.exact_cap

@@ -670,9 +670,9 @@ def test_every_job_of_a_run_is_in_the_caller_s_job_group_and_says_what_it_does(
                          if not described[job].startswith(caller))
     assert not undescribed, undescribed
     steps = {described[job].removeprefix(caller) for job in ours}
+    # the cluster ids have no job of their own: the last round's counts the kept documents
     assert steps >= {"starting the Python workers", "reading and sketching", "candidate pairs",
-                     "estimates and greedy round 1", "cluster ids", "summary",
-                     "writing clusters.jsonl"}
+                     "estimates and greedy round 1", "summary", "writing clusters.jsonl"}
     assert given_back == "recluster_spark, in a group"  # the caller's own, after the run
 
 

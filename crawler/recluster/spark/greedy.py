@@ -13,7 +13,7 @@ plans rounds 1 to n-1 again.
 
 The job that counts a round's decided and pending documents also keeps every decision so far
 and counts the kept documents of each input task, the leaders kept at once among them: if the
-round is the last, the cluster ids (:mod:`.numbering`) need no job of their own.
+round is the last, the cluster ids (:mod:`.numbering`) need no job of their own to count them.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ class Rounds(NamedTuple):
     count: int
     #: the rounds' kept steps, to unpersist once the decisions are no longer read
     steps: list[Any]
-    #: the kept documents of each input task that has any, counted by the last round's job;
-    #: None when no round ran (no document had a pair to estimate)
-    kept_per_task: dict[int, int] | None
+    #: the kept documents of each input task that has any, counted by the last round's job
+    #: (by a job of its own when no round ran: no document had a pair to estimate)
+    kept_per_task: dict[int, int]
 
 
 def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most: int) -> Rounds:
@@ -96,8 +96,7 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
             counts = (
                 step.where("decided OR pos = 0")
                 .selectExpr("true AS round", "decided", "-1L AS task")
-                .unionByName(so_far.where("kind = 'kept'").selectExpr(
-                    "false AS round", "true AS decided", f"shiftright(key, {RECORD_BITS}) AS task"))
+                .unionByName(_kept_by_task(so_far))
                 .groupBy("round", "decided", "task").count().collect()
             )
         progress = sum(n for in_round, is_decided, _, n in counts if in_round and is_decided)
@@ -112,9 +111,19 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
         learnt = now.selectExpr("key AS e", f"IF(kind = 'kept', {KEPT}, {JOINED}) AS now")
         status = "coalesce(now, status)"  # what the round before decided, else what was known
         pending = step.where("NOT decided").drop("decided")
-    if kept_per_task is None:  # no round: every leader is kept at once
+    if kept_per_task is None:  # no round: every leader is kept at once, counted in a job
         decided = kept(decided, steps)
+        with described(context, "cluster ids"):
+            counts = _kept_by_task(decided).groupBy("task").count().collect()
+        kept_per_task = {task: n for task, n in counts}
     return Rounds(decided, rounds, steps, kept_per_task)
+
+
+def _kept_by_task(decisions: Any) -> Any:
+    """A row per kept document of ``decisions``, with its input task (a key's high bits), in
+    the columns of a round's count."""
+    return decisions.where("kind = 'kept'").selectExpr(
+        "false AS round", "true AS decided", f"shiftright(key, {RECORD_BITS}) AS task")
 
 
 def _decide_pass(batches: Iterable[Any]) -> Iterator[Any]:

@@ -1,9 +1,8 @@
 """Cluster ids, numbered as the local index numbers its clusters: the kept documents in input
 order, 0 first.
 
-A cluster's id is its representative's rank among the kept documents. The kept documents of
-each input task are counted (a key's high bits are its task) by the greedy rounds' own counts
-when rounds ran (:attr:`.greedy.Rounds.kept_per_task`), else by a small job; the driver turns
+A cluster's id is its representative's rank among the kept documents. The greedy rounds count
+the kept documents of each input task (:attr:`.greedy.Rounds.kept_per_task`); the driver turns
 the counts into each task's first id. Then every document, leader or exact copy, travels to the
 partition of its representative's task (whole tasks per partition, in task order, as
 :func:`~crawler.recluster.spark.run.in_input_order` cuts them), sorted by representative and
@@ -26,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from crawler.recluster.spark.described import described
 from crawler.recluster.spark.routes import task_range_route
 from crawler.recluster.spark.steps import python_step
 from crawler.recluster.spark.tasks import RECORD_BITS
@@ -38,16 +36,9 @@ __all__ = ["ROWS", "numbered"]
 ROWS = "key long, cluster long, representative boolean, r double, kind string, identical boolean"
 
 
-def numbered(
-    decisions: Any, copies: Any, partitions: int, kept: Mapping[int, int] | None = None
-) -> Any:
-    """:data:`ROWS` from the leaders' decisions (:data:`~.greedy.DECISIONS`) and the exact
-    copies ``(key, leader, self_r)``. ``kept``: the kept documents of each input task that has
-    any, if known; else a job counts them."""
-    if kept is None:
-        with described(decisions.sparkSession.sparkContext, "cluster ids"):
-            kept = dict(decisions.where("kind = 'kept'").selectExpr(
-                f"shiftright(key, {RECORD_BITS}) AS task").groupBy("task").count().collect())
+def numbered(decisions: Any, copies: Any, partitions: int, kept: Mapping[int, int]) -> Any:
+    """:data:`ROWS` from the leaders' decisions (:data:`~.greedy.DECISIONS`), the exact copies
+    ``(key, leader, self_r)`` and ``kept``, the kept documents of each input task that has any."""
     tasks = 1 + max(kept, default=0)
     per_task = np.zeros(tasks, dtype=np.int64)
     for task, count in kept.items():

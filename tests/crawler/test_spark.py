@@ -789,6 +789,52 @@ def test_a_session_started_here_interprets_its_plans_and_compiles_no_code(spark)
     assert compiled.getCount() == before
 
 
+def _described_to_the_ui(spark, frame, description: str) -> str:
+    """The plan description Spark's UI keeps for the query that collects ``frame``."""
+    context = spark.sparkContext
+    context.setJobDescription(description)
+    try:
+        frame.collect()
+    finally:
+        context.setJobDescription(None)
+    store = spark._jsparkSession.sharedState().statusStore()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the UI's listener keeps it a moment later
+        executions = store.executionsList()
+        for i in range(executions.size()):
+            execution = executions.apply(i)
+            if execution.description() == description:
+                return execution.physicalPlanDescription()
+        time.sleep(0.1)
+    raise AssertionError(f"no query described {description!r} in the UI")
+
+
+def test_a_session_started_here_describes_each_query_to_the_ui_as_a_plain_tree(spark):
+    """Before each query's jobs start, the driver writes the plan description Spark's UI
+    shows. A local session the engine starts writes the operators' tree alone (Spark's
+    "simple"), not the "formatted" description that details each operator again below the
+    tree, the slower one to write (README); a session can ask for it back."""
+    if not spark.sparkContext.getConf().get("spark.driver.defaultJavaOptions"):
+        pytest.skip("the session was not started by the engine")
+    mode = "spark.sql.ui.explainMode"
+    assert spark.conf.get(mode) == "simple"
+    cached = spark.range(0, 100, 1, 2).selectExpr("id", "id % 3 AS k").persist()
+    try:
+        query = cached.groupBy("k").count()
+        plain = _described_to_the_ui(spark, query, "described plainly")
+        spark.conf.set(mode, "formatted")
+        try:
+            formatted = _described_to_the_ui(spark, query, "described in detail")
+        finally:
+            spark.conf.set(mode, "simple")
+    finally:
+        cached.unpersist()
+    details = re.compile(r"^\(\d+\) \w+", re.M)  # "(3) HashAggregate": an operator detailed
+    assert plain.startswith("== Physical Plan ==") and "InMemoryTableScan" in plain
+    assert not details.search(plain)
+    assert len(details.findall(formatted)) >= 3  # the same query, the detailed way
+
+
 def _where_pyspark_is(batches):
     import sys
 

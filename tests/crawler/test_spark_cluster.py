@@ -178,7 +178,8 @@ with open(out, "w", encoding="utf-8") as fh:
     result = recluster_spark(session, tasks(html=[pages]), SketchParams(),
                              DedupParams(threshold=0.8), out=fh)
 conf = {key: session.conf.get(key) for key in (
-    "spark.sql.adaptive.enabled", "spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")}
+    "spark.sql.adaptive.enabled", "spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode",
+    "spark.sql.ui.explainMode")}
 print(json.dumps({"app": app.decode(), "killed": len(killed),
                   "documents": result.summary.documents, "conf": conf}))
 stop_session(session)
@@ -206,7 +207,8 @@ def test_executors_lost_after_the_rounds_are_computed_again_and_the_output_is_th
     # a session the engine starts on a cluster plans as a local one does (README)
     assert report["conf"] == {"spark.sql.adaptive.enabled": "false",
                               "spark.sql.codegen.wholeStage": "false",
-                              "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+                              "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+                              "spark.sql.ui.explainMode": "simple"}
     monkeypatch.chdir(tmp_path)
     assert main(["recluster", "--html", "pages", "--threshold", "0.8", "-o", "local.jsonl",
                  "--quiet"]) == 0

@@ -404,8 +404,9 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
         sc.setJobGroup(run, f"clustering stages, {run} run")
         started = time.perf_counter()
         # the plan is timed: the engine makes it while the documents are sketched, but on
-        # two cores that are busy sketching, the driver's time is not free
-        plan = Plan(session, made, job)
+        # two cores that are busy sketching, the driver's time is not free. It is told how
+        # many documents there are, as the engine's is once they are counted
+        plan = Plan(session, made, job, size)
         clustered = cluster(plan)
         kinds = dict(clustered.rows.groupBy("kind").count().collect())
         runs.append((time.perf_counter() - started, _shuffle_bytes(session) - before,

@@ -65,6 +65,14 @@ def spark():
         stop_session(session)
 
 
+@pytest.fixture(params=[None, 0], ids=["one-stage search", "six-stage search"])
+def broadcast(request):
+    """Documents up to which the candidate search runs in one stage, every task holding the
+    whole input (``BroadcastSearch``): the default, which every corpus here is under, and 0,
+    the six shuffled steps of a larger input (``Search``)."""
+    return request.param
+
+
 def run(capsys, *argv: str) -> dict:
     assert main(["recluster", *argv, "--json", "--quiet"]) == 0
     return json.loads(capsys.readouterr().out)
@@ -175,7 +183,7 @@ def test_containment_rule_and_bad_json_lines_agree(spark, tmp_path, capsys):
     assert f'"{path}:' in local.read_text()  # the id from FILE:LINE, as the local engine's
 
 
-def test_chains_of_near_duplicates_take_rounds_and_agree(spark, tmp_path):
+def test_chains_of_near_duplicates_take_rounds_and_agree(spark, tmp_path, broadcast):
     """Each version of a text edits a few words of the one before, so a version's best
     candidate is often the version just before it, itself undecided: with rounds cut into
     ranges of two pending documents, the chain crosses ranges and takes several rounds."""
@@ -194,7 +202,7 @@ def test_chains_of_near_duplicates_take_rounds_and_agree(spark, tmp_path):
     for stretch in (2, 50_000):
         got = io.StringIO()
         result = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=got,
-                                 partitions=4, stretch=stretch)
+                                 partitions=4, stretch=stretch, broadcast=broadcast)
         assert got.getvalue() == expected.getvalue()
         runs[stretch] = result.stats["rounds"]
     assert runs[2] > runs[50_000] == 1
@@ -205,7 +213,7 @@ def test_chains_of_near_duplicates_take_rounds_and_agree(spark, tmp_path):
 
 
 def test_cluster_ids_count_kept_documents_across_tasks_partitions_and_empty_tasks(
-        spark, tmp_path):
+        spark, tmp_path, broadcast):
     """A cluster's id is its representative's rank among the kept documents in input order,
     whichever partition numbers it: seven files (seven tasks) over three partitions, a file of
     nothing but exact copies of earlier files (a task with no kept document) and an empty
@@ -220,7 +228,7 @@ def test_cluster_ids_count_kept_documents_across_tasks_partitions_and_empty_task
     for partitions in (3, 1):
         got = io.StringIO()
         recluster_spark(spark, tasks(jsonl=files), SketchParams(), DedupParams(), out=got,
-                        partitions=partitions)
+                        partitions=partitions, broadcast=broadcast)
         assert got.getvalue() == expected.getvalue()
     lines = [json.loads(line) for line in expected.getvalue().splitlines()]
     copies = [line for line in lines if line["id"].startswith("again-")]
@@ -230,7 +238,8 @@ def test_cluster_ids_count_kept_documents_across_tasks_partitions_and_empty_task
     assert max(line["cluster"] for line in lines) == len(kept) - 1 > 20
 
 
-def test_pairs_estimated_below_the_threshold_and_no_pairs_take_no_round(spark, tmp_path):
+def test_pairs_estimated_below_the_threshold_and_no_pairs_take_no_round(
+        spark, tmp_path, broadcast):
     """The rounds are sized by the search's count of documents with a pair to estimate, a
     bound: here every pair estimated falls below the threshold, so no document waits and no
     round is taken; with no shared fingerprint at all there is no pair either. Both runs keep
@@ -251,13 +260,13 @@ def test_pairs_estimated_below_the_threshold_and_no_pairs_take_no_round(spark, t
         recluster(read_jsonl([path]), params, dedup, out=expected, jobs=1)
         got = io.StringIO()
         result = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=got,
-                                 partitions=2)
+                                 partitions=2, broadcast=broadcast)
         assert got.getvalue() == expected.getvalue()
         assert result.stats["kept"] == len(corpus) and result.stats["rounds"] == 0
         assert (result.stats["comparisons"] > 0) == (name == "edited")
 
 
-def test_arrays_moved_in_many_blobs_agree(spark, tmp_path):
+def test_arrays_moved_in_many_blobs_agree(spark, tmp_path, broadcast):
     """In one partition, 3,000 documents' fingerprints, pairs and sketches far exceed one
     blob of :data:`~crawler.recluster.spark.postings.BLOB_BYTES` (a larger one ran the default
     driver out of memory): each step receives its arrays in many blobs and must still agree."""
@@ -276,14 +285,60 @@ def test_arrays_moved_in_many_blobs_agree(spark, tmp_path):
     expected = io.StringIO()
     local = recluster(read_jsonl([path]), params, dedup, out=expected, jobs=1)
     got = io.StringIO()
-    result = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=got, partitions=1)
+    result = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=got, partitions=1,
+                             broadcast=broadcast)
     assert got.getvalue() == expected.getvalue()
     assert local.stats["near_duplicate"] > 2000
     # the pairs the one partition estimates (two int64 each) take more than one blob
     assert result.stats["comparisons"] * 16 > BLOB_BYTES
 
 
-def test_exact_cap_cuts_where_the_local_index_cuts_and_agrees(spark, tmp_path, capsys):
+def test_a_small_input_is_searched_in_one_stage_with_the_same_candidates_and_counters(
+        spark, tmp_path):
+    """Up to ``broadcast`` documents (20,000 by default) the candidate search runs in one stage,
+    every task holding the whole input, instead of six shuffled steps: the same candidates,
+    hence the same clusters, and the same counters (pairs estimated and pruned, fingerprints
+    the cap cut, passes of --exact-cap), under the containment rule and at a cap that bites,
+    with the local engine's output where the search is exact; and in fewer stages."""
+    import urllib.request
+
+    docs, _ = truth_corpus(seed=6, mixed=12, identical=4, singles=10)
+    truth = write_jsonl(tmp_path / "truth.jsonl", docs)
+    families = families_under_one_template(tmp_path)
+    context = spark.sparkContext
+    api = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}/jobs"
+    cases = ((truth, DedupParams(threshold=0.85, containment=0.6), None),
+             (families, DedupParams(threshold=0.8, cap=1), False),
+             (families, DedupParams(threshold=0.8, cap=1), True))
+    for case, (path, dedup, exact) in enumerate(cases):
+        expected = io.StringIO()
+        recluster(read_jsonl([path]), SketchParams(), dedup, out=expected, jobs=1)
+        outputs, stats, stages = {}, {}, {}
+        for limit in (None, 0):
+            group = f"searched {case} {limit}"
+            context.setJobGroup(group, group)
+            try:
+                got = io.StringIO()
+                result = recluster_spark(spark, tasks(jsonl=[path]), SketchParams(), dedup,
+                                         out=got, partitions=2, exact_cap=exact,
+                                         broadcast=limit)
+            finally:
+                for key in ("spark.jobGroup.id", "spark.job.description"):
+                    context.setLocalProperty(key, None)
+            outputs[limit], stats[limit] = got.getvalue(), result.stats
+            with urllib.request.urlopen(api) as answer:
+                stages[limit] = sum(job["numCompletedStages"] for job in json.load(answer)
+                                    if job.get("jobGroup") == group)
+        assert outputs[None] == outputs[0]
+        assert stats[None] == stats[0] and stats[0]["comparisons"] > 0
+        assert (outputs[0] == expected.getvalue()) is (exact is not False)
+        passes = stats[0]["passes"]
+        assert (passes > 1) is bool(exact)
+        # each pass: a stage that gathers what is broadcast and the search's, against six
+        assert stages[None] + 4 * passes <= stages[0], (stages, passes)
+
+
+def test_exact_cap_cuts_where_the_local_index_cuts_and_agrees(spark, tmp_path, capsys, broadcast):
     """Families of versions of a page under one template (each version edits three words of
     the one before) share their rarest fingerprints, so a cap of 1 bites. The local index
     keeps a fingerprint's first representative; the search keeps its first leader, which may
@@ -299,11 +354,12 @@ def test_exact_cap_cuts_where_the_local_index_cuts_and_agrees(spark, tmp_path, c
     lines = expected.getvalue().splitlines()
     got = io.StringIO()
     first = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=got, partitions=2,
-                            exact_cap=False)
+                            exact_cap=False, broadcast=broadcast)
     assert first.stats["passes"] == 1 and first.stats["exact_cap"] is False
     assert 0 < sum(a != b for a, b in zip(got.getvalue().splitlines(), lines)) < len(lines) / 10
     exact = io.StringIO()
-    again = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=exact, partitions=2)
+    again = recluster_spark(spark, tasks(jsonl=[path]), params, dedup, out=exact, partitions=2,
+                            broadcast=broadcast)
     assert exact.getvalue() == expected.getvalue()
     assert again.stats["passes"] >= 2 and again.stats["exact_cap"] is True
     assert spark._jsparkSession.sharedState().cacheManager().isEmpty()  # every pass released
@@ -347,7 +403,7 @@ def families_under_one_template(tmp_path: Path) -> Path:
 
 
 def test_a_pass_after_the_first_estimates_only_what_changed_and_finds_a_full_pass_s_candidates(
-    spark, tmp_path
+    spark, tmp_path, broadcast
 ):
     """A pass of --exact-cap after the first estimates again only the documents whose pairs
     changed, and keeps the others' preferences. Its preferences must be a whole pass's with the
@@ -357,8 +413,10 @@ def test_a_pass_after_the_first_estimates_only_what_changed_and_finds_a_full_pas
     from crawler.recluster.spark.sketch import SparkJob, documents
 
     job = SparkJob(SketchParams(), DedupParams(threshold=0.8, cap=1), 2, exact_cap=True)
-    docs = documents(spark, tasks(jsonl=[families_under_one_template(tmp_path)]), job).persist()
-    plan = Plan(spark, docs, job)
+    work = tasks(jsonl=[families_under_one_template(tmp_path)])
+    docs = documents(spark, work, job).persist()
+    plan = Plan(spark, docs, job, None if broadcast == 0 else docs.count())
+    assert plan.whole is (broadcast is None)
     try:
         cluster(plan)
         search = plan.search

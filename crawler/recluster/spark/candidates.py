@@ -28,19 +28,21 @@ could join, in the order greedy clustering prefers them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 # not `from crawler.recluster.spark import ...`: that names the package, whose __init__ imports
 # this module (tests/test_layers.py counts it a cycle)
+import crawler.recluster.spark.broadcast_steps as whole
 import crawler.recluster.spark.search_steps as step
 from crawler.recluster.spark.postings import unpack
 from crawler.recluster.spark.routes import routes
 from crawler.recluster.spark.sketch import SparkJob
 from crawler.recluster.spark.steps import python_step
 
-__all__ = ["PREFERENCES", "Search", "split_copies"]
+__all__ = ["PREFERENCES", "BroadcastSearch", "Search", "split_copies"]
 
 #: a document's qualifying candidates, ``pos`` 0 first: (document, place in its preference
 #: order, candidate, decision kind if it joins that candidate, estimated resemblance)
@@ -103,11 +105,7 @@ class Search:
         by the corpus's counts, for the local engine's very postings."""
         partitions = job.partitions
         buckets = routes(partitions * _BUCKETS_PER_PARTITION, partitions)
-        bound = None
-        if job.need <= 0:
-            containment = job.dedup.containment
-            bound = job.dedup.threshold if containment is None else min(job.dedup.threshold, containment)
-
+        bound = _bound(job)
         of = of_kind
 
         def moved(*frames: Any) -> Any:
@@ -155,6 +153,12 @@ class Search:
                                        step.prefer(job.dedup.threshold, job.dedup.containment,
                                                    pairs), PREFERENCES)
 
+        self._begin(search, leaders)
+
+    def _begin(self, search: Callable[..., tuple[Any, Any]], leaders: Any) -> None:
+        """The first pass planned by ``search(left_out, before)``: the verdicts of a pass (left
+        out: a broadcast array; before: the verdicts of the pass before, None for the first),
+        and its preferences."""
         self._search = search
         self._context = leaders.sparkSession.sparkContext
         self._left_out = np.empty(0, dtype=np.int64)
@@ -224,6 +228,56 @@ class Search:
         broadcast; call once the preferences are checkpointed."""
         for held in (*self._cached, *self._spent, self._judged, *self._broadcasts):
             held.unpersist()
+
+
+class BroadcastSearch(Search):
+    """The same search for a small input (``job.broadcast`` documents at most: no more than a
+    partition of :class:`Search` holds, :data:`~.run.DOCUMENTS_PER_PARTITION`), in one stage
+    instead of six: Spark broadcasts every leader's fingerprints and sketch to each of
+    ``job.partitions`` tasks, which search for their share of the documents
+    (:mod:`.broadcast_steps`). Each task counts and indexes the whole input again, cheap at
+    this size; what the stage saves is five stages and the driver's planning of some thirty
+    frames, most of what a small input's search costs. Same candidates, counters and passes
+    as :class:`Search`'s (a test runs both)."""
+
+    def __init__(self, leaders: Any, job: SparkJob, sketched: Any) -> None:
+        from pyspark.sql import functions as F
+
+        one = routes(1, 1)  # what spread() packs for one bucket: all of it
+        counted = job.exact_cap and job.need > 0  # as in Search
+        columns = ("key", "fps", "k", "least", "den", "sketch")
+        gathered = python_step(leaders.select(*columns), step.spread(one), step.MOVED)
+        if counted:
+            gathered = gathered.unionByName(
+                python_step(sketched.select("key", "fps"), step.hits(one), step.MOVED))
+        shares = job.partitions
+        everywhere = (leaders.sparkSession.range(0, shares, 1, shares)
+                      .withColumnRenamed("id", whole.SHARE).crossJoin(F.broadcast(gathered)))
+        self._cached: list[Any] = []
+        dedup, bound = job.dedup, _bound(job)
+
+        def search(left_out: Any, before: Any = None) -> tuple[Any, Any]:
+            # a later pass compares its pairs with those of the pass before, made again here
+            # from the leaders left out then (the broadcast before this pass's, if any)
+            before_left_out = self._broadcasts[-2] if len(self._broadcasts) > 1 else None
+            share = whole.search_share(
+                shares, dedup.cap, bound, dedup.threshold, dedup.containment,
+                exact_cap=job.exact_cap, counted=counted, left_out=left_out,
+                before=before_left_out, again=before is not None)
+            judged = python_step(everywhere, share, step.MOVED).persist()
+            return judged, python_step(of_kind(judged, whole.PREFERENCES), whole.preferences,
+                                       PREFERENCES)
+
+        self._begin(search, leaders)
+
+
+def _bound(job: SparkJob) -> float | None:
+    """The resemblance bound that prunes pairs, under the containment rule (None: the pairs
+    are filtered by the indexed fingerprints they meet, :func:`.postings.verdicts`)."""
+    if job.need > 0:
+        return None
+    containment = job.dedup.containment
+    return job.dedup.threshold if containment is None else min(job.dedup.threshold, containment)
 
 
 def of_kind(frame: Any, kind: int) -> Any:

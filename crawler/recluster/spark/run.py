@@ -18,7 +18,7 @@ from typing import IO, Any, NamedTuple
 from crawler.recluster.inputs import SourceDocument
 from crawler.recluster.pool import SketchedDocument, sketch_source
 from crawler.recluster.run import ReclusterResult, clusters_line, json_number
-from crawler.recluster.spark.candidates import PREFERENCES, Search, split_copies
+from crawler.recluster.spark.candidates import PREFERENCES, BroadcastSearch, Search, split_copies
 from crawler.recluster.spark.described import described
 from crawler.recluster.spark.greedy import greedy_rounds
 from crawler.recluster.spark.kept import kept
@@ -62,6 +62,7 @@ def recluster_spark(
     sketch: Callable[[SourceDocument], SketchedDocument] = sketch_source,
     area: ContentArea | None = None,
     stretch: int | None = None,
+    broadcast: int | None = None,
     exact_cap: bool | None = None,
     on_progress: Callable[[str, int], None] | None = None,
 ) -> ReclusterResult:
@@ -69,6 +70,8 @@ def recluster_spark(
     input order) or a Parquet dataset to ``parquet``. Same result as the local engine's
     (:func:`crawler.recluster.run.recluster`), HTML read with the content area ``area``.
     ``stretch``: pending documents per range of a greedy round (fewer: more rounds).
+    ``broadcast``: documents up to which the candidate search runs in one stage
+    (:class:`~crawler.recluster.spark.candidates.BroadcastSearch`; 0: never).
     ``exact_cap``: where the boilerplate cap bites, search again until it cuts where the local
     index's cuts (:meth:`~crawler.recluster.spark.candidates.Search.settled`); None: when the
     cap is below its default (:func:`~.sketch.exact_cap_wanted`).
@@ -84,6 +87,8 @@ def recluster_spark(
         job = SparkJob(params, dedup, partitions or 0, sketch, area, exact_cap=exact_cap)
         if stretch is not None:
             job.stretch = stretch
+        if broadcast is not None:
+            job.broadcast = broadcast
         result = ReclusterResult(ClusterSummary())
         phase = _Phases()
         cores = session.sparkContext.defaultParallelism
@@ -104,8 +109,9 @@ def recluster_spark(
             # time, with every core otherwise idle if it came after), for the partitions the
             # tasks suggest; only if the count asks for other partitions is it made again.
             counted = beside.submit(same_properties(_counted), cached)
-            job.partitions = partitions or default_partitions(cores, expected_documents(work))
-            plan = Plan(session, cached, job)
+            expected = expected_documents(work)
+            job.partitions = partitions or default_partitions(cores, expected)
+            plan = Plan(session, cached, job, expected)
             releases.append(plan.drop)
             if on_progress is not None:
                 _follow(counted, documents_read, on_progress)
@@ -115,12 +121,12 @@ def recluster_spark(
                 if reason is not None:
                     result.skipped[reason] += n
         wanted = partitions or default_partitions(cores, total)
-        if wanted != job.partitions:
-            log.debug("planned for %d partitions, %d documents want %d: planned again",
-                      job.partitions, total, wanted)
+        if wanted != job.partitions or plan.whole != job.searches_whole(total):
+            log.debug("planned for %d partitions and %d documents, %d documents want %d: "
+                      "planned again", job.partitions, expected, total, wanted)
             plan.drop()
             job.partitions = wanted
-            plan = Plan(session, cached, job)
+            plan = Plan(session, cached, job, total)
             releases.append(plan.drop)
         phase("read and sketch")
         if on_progress is not None:
@@ -294,7 +300,9 @@ class Plan:
     the driver hundreds of round trips to the JVM, so a run makes it while the documents are
     still being sketched."""
 
-    def __init__(self, session: Any, docs: Any, job: SparkJob) -> None:
+    def __init__(self, session: Any, docs: Any, job: SparkJob, documents: int | None = None) -> None:
+        """``documents``: how many ``docs`` holds, as far as known (None: too many to say), which
+        picks the search (:meth:`~.sketch.SparkJob.searches_whole`)."""
         session.conf.set(SHUFFLE_PARTITIONS, str(job.partitions))
         self.job = job
         # one input task per partition suits reading; the stages after want fewer, larger
@@ -304,7 +312,10 @@ class Plan:
         self.copies = copies.persist()
         #: what the plan and its run (:func:`cluster`) keep, to unpersist once no longer read
         self.held: list[Any] = [self.copies]
-        self.search = Search(self.leaders, job, self.docs.where("sketch IS NOT NULL"))
+        #: whether the search runs in one stage, the whole input broadcast to each task
+        self.whole = documents is not None and job.searches_whole(documents)
+        searching = BroadcastSearch if self.whole else Search
+        self.search = searching(self.leaders, job, self.docs.where("sketch IS NOT NULL"))
 
     def drop(self) -> None:
         """Unpersist what the plan cached and its run kept: a plan that will not run, or one

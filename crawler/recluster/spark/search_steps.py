@@ -23,8 +23,9 @@ from dedup.sketches import sketch_from_bytes
 __all__ = [
     "BEFORE", "CHANGED", "COUNTED", "DOCUMENT", "FRESH", "HELD", "HIT", "KEPT", "LONG", "MEMBER",
     "MET", "MOVED", "OWN", "POSTED", "RUNNING", "SERVED", "SKETCH", "TALLY", "WANTED", "as_rows",
-    "count", "hits", "index", "index_counted", "meet", "packed_keys", "prefer", "running", "serve",
-    "spread", "verdicts",
+    "at_home", "count", "estimated", "hits", "index", "index_counted", "meet", "moved_batch",
+    "packed_keys", "prefer", "preferences_arrow", "received", "running", "serve", "spread",
+    "verdicts",
 ]
 
 #: what Spark moves between the steps: packed int64 columns (:func:`.postings.pack`) or
@@ -46,7 +47,8 @@ BEFORE, FRESH, CHANGED = range(15, 18)
 OWN, HIT, RUNNING = range(12, 15)
 
 
-def _arrow_moved(bucket: list[int], kind: list[int], data: list[bytes]) -> Any:
+def moved_batch(bucket: list[int], kind: list[int], data: list[bytes]) -> Any:
+    """One Arrow batch of :data:`MOVED` rows."""
     import pyarrow as pa
 
     return pa.RecordBatch.from_arrays(
@@ -75,10 +77,10 @@ def _routed(
             blobs = postings.pack(*(c[order[lo:hi]] for c in columns))
             bucket += [route] * len(blobs)
             data += blobs
-    return _arrow_moved(bucket, [kind] * len(bucket), data)
+    return moved_batch(bucket, [kind] * len(bucket), data)
 
 
-def _received(batches: Iterable[Any]) -> tuple[dict[int, list[bytes]], int]:
+def received(batches: Iterable[Any]) -> tuple[dict[int, list[bytes]], int]:
     """The blobs that reached this partition, by kind, and its *home*: the least route among
     them, which Spark sends to this same partition again when it repartitions the same way."""
     got: dict[int, list[bytes]] = {}
@@ -136,7 +138,7 @@ def spread(buckets: np.ndarray, own: bool = False) -> Callable[[Iterable[Any]], 
                 blobs = postings.pack_bytes(key[rows], [sketches[i] for i in rows])
                 bucket += [route] * len(blobs)
                 data += blobs
-        yield _arrow_moved(bucket, [SKETCH] * len(bucket), data)
+        yield moved_batch(bucket, [SKETCH] * len(bucket), data)
 
     return run
 
@@ -147,7 +149,7 @@ def count(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
     (:data:`MEMBER`, to meet its postings); a fingerprint of one leader meets no other."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        d, f = postings.unpack(_received(batches)[0].get(HELD, []), 2)
+        d, f = postings.unpack(received(batches)[0].get(HELD, []), 2)
         d, f, counts = postings.shared(d, f)
         yield _routed(COUNTED, d, (d, f, counts), buckets)
         yield _routed(MEMBER, f, (d, f), buckets)
@@ -160,7 +162,7 @@ def index(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
     posted to each fingerprint (:data:`POSTED`)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        got, _ = _received(batches)
+        got, _ = received(batches)
         doc, size, k, _, _ = postings.unpack(got.get(DOCUMENT, []), 5)
         d, f, counts = postings.unpack(got.get(COUNTED, []), 3)
         f, e = postings.indexed(d, f, counts, doc, size, k)
@@ -188,7 +190,7 @@ def running(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
     that document (:data:`RUNNING`)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        cell, key = postings.unpack(_received(batches)[0].get(HIT, []), 2)
+        cell, key = postings.unpack(received(batches)[0].get(HIT, []), 2)
         key, cell, counts = postings.running_counts(cell, key)
         yield _routed(RUNNING, key, (key, cell, counts), buckets)
 
@@ -201,7 +203,7 @@ def index_counted(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
     fingerprint (:data:`POSTED`)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        got, _ = _received(batches)
+        got, _ = received(batches)
         doc, _, k, _, _ = postings.unpack(got.get(DOCUMENT, []), 5)
         d, f = postings.unpack(got.get(OWN, []), 2)
         f, e = postings.rarest_counted(d, f, doc, k, *postings.unpack(got.get(RUNNING, []), 3))
@@ -217,7 +219,7 @@ def meet(
     out; ``exact_cap``: also what :meth:`.candidates.Search.settled` reads."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        got, _ = _received(batches)
+        got, _ = received(batches)
         d, f = postings.unpack(got.get(MEMBER, []), 2)
         pf, pe = postings.unpack(got.get(POSTED, []), 2)
         out = None if left_out is None else left_out.value
@@ -239,7 +241,7 @@ def verdicts(
     differ from the pass before's (:data:`BEFORE`, but for the leaders ``left_out`` now)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        got, home = _received(batches)
+        got, home = received(batches)
         doc, _, _, least, den = postings.unpack(got.get(DOCUMENT, []), 5)
         d, e, hits, over = postings.unpack(got.get(MET, []), 4)
         d, e, hits, capped, keep = postings.verdicts(d, e, hits, over, doc, least, den, bound)
@@ -255,20 +257,20 @@ def verdicts(
             estimated = moved_on.size
             fresh = postings.within(kd, moved_on)
             kd, ke = kd[fresh], ke[fresh]
-            yield _arrow_moved(*_at(home, FRESH, postings.pack(kd, ke)))
-            yield _arrow_moved(*_at(home, CHANGED, postings.pack(moved_on)))
-        yield _arrow_moved(*_at(home, TALLY, [np.append(counters, estimated).tobytes()]))
-        yield _arrow_moved(*_at(home, KEPT, postings.pack(d[keep], e[keep])))
+            yield moved_batch(*at_home(home, FRESH, postings.pack(kd, ke)))
+            yield moved_batch(*at_home(home, CHANGED, postings.pack(moved_on)))
+        yield moved_batch(*at_home(home, TALLY, [np.append(counters, estimated).tobytes()]))
+        yield moved_batch(*at_home(home, KEPT, postings.pack(d[keep], e[keep])))
         needed = np.unique(np.concatenate((kd, ke)))
         yield _routed(WANTED, needed, (needed, np.full(needed.size, home)), buckets)
         long = got.get(LONG, [])  # kept with the verdicts, for Search.settled (:mod:`.candidates`)
-        yield _arrow_moved([home] * len(long), [LONG] * len(long), long)
+        yield moved_batch([home] * len(long), [LONG] * len(long), long)
 
     return run
 
 
-def _at(home: int, kind: int, blobs: list[bytes]) -> tuple[list[int], list[int], list[bytes]]:
-    """The columns of :func:`_arrow_moved` for ``blobs`` of one kind, all bound for ``home``."""
+def at_home(home: int, kind: int, blobs: list[bytes]) -> tuple[list[int], list[int], list[bytes]]:
+    """The columns of :func:`moved_batch` for ``blobs`` of one kind, all bound for ``home``."""
     return [home] * len(blobs), [kind] * len(blobs), blobs
 
 
@@ -304,7 +306,7 @@ def packed_keys(batches: Iterable[Any]) -> Iterator[Any]:
 def serve(batches: Iterable[Any]) -> Iterator[Any]:
     """Each sketch asked for, to the home of every partition that asked (a few blobs per
     home)."""
-    got, _ = _received(batches)
+    got, _ = received(batches)
     keys, values = postings.unpack_bytes(got.get(SKETCH, []))
     sketches = dict(zip(keys.tolist(), values))
     key, home = postings.unpack(got.get(WANTED, []), 2)
@@ -316,7 +318,7 @@ def serve(batches: Iterable[Any]) -> Iterator[Any]:
         blobs = postings.pack_bytes(key[lo:hi], [sketches[k] for k in key[lo:hi].tolist()])
         bucket += [to] * len(blobs)
         data += blobs
-    yield _arrow_moved(bucket, [SERVED] * len(data), data)
+    yield moved_batch(bucket, [SERVED] * len(data), data)
 
 
 def prefer(
@@ -328,42 +330,54 @@ def prefer(
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        got, _ = _received(batches)
+        got, _ = received(batches)
         keys, values = postings.unpack_bytes(got.get(SERVED, []))
-        raw = dict(zip(keys.tolist(), values))  # this partition's sketches, parsed when needed
-        parsed: dict[int, Any] = {}
-
-        def sketch(key: int) -> Any:
-            found = parsed.get(key)
-            if found is None:
-                found = parsed[key] = sketch_from_bytes(raw.pop(key))
-            return found
-
         d, e = postings.unpack(got.get(pairs, []), 2)
-        order = np.lexsort((e, d))
-        d, e = d[order].tolist(), e[order].tolist()
-        out: dict[str, list[Any]] = {"d": [], "pos": [], "e": [], "kind": [], "r": []}
-        lo = 0
-        while lo < len(d):
-            current, hi = d[lo], lo
-            estimates = []
-            while hi < len(d) and d[hi] == current:
-                est = estimate(sketch(current), sketch(e[hi]))
-                estimates.append((e[hi], est.resemblance, est.containment_a_in_b))
-                hi += 1
-            for pos, (cand, kind, r) in enumerate(preference(estimates, threshold, containment)):
-                for name, value in zip(out, (current, pos, cand, kind, r)):
-                    out[name].append(value)
-            if len(out["d"]) >= 4096:
-                yield pa.RecordBatch.from_pydict(out, schema=_PREFERENCES_ARROW())
-                out = {name: [] for name in out}
-            lo = hi
-        yield pa.RecordBatch.from_pydict(out, schema=_PREFERENCES_ARROW())
+        for rows in estimated(d, e, dict(zip(keys.tolist(), values)), threshold, containment):
+            yield pa.RecordBatch.from_pydict(rows, schema=preferences_arrow())
 
     return run
 
 
-def _PREFERENCES_ARROW() -> Any:  # noqa: N802 - a constant made on first use (pyarrow is lazy)
+def estimated(
+    d: np.ndarray, e: np.ndarray, raw: dict[int, bytes], threshold: float,
+    containment: float | None,
+) -> Iterator[dict[str, list[Any]]]:
+    """The pairs ``(d, e)`` estimated from the sketches ``raw`` (by key, parsed when first
+    needed), each document's qualifying candidates in its preference order: columns of
+    :data:`.candidates.PREFERENCES`, a few thousand rows at a time (at least one, maybe empty)."""
+    parsed: dict[int, Any] = {}
+
+    def sketch(key: int) -> Any:
+        found = parsed.get(key)
+        if found is None:
+            found = parsed[key] = sketch_from_bytes(raw.pop(key))
+        return found
+
+    order = np.lexsort((e, d))
+    d, e = d[order].tolist(), e[order].tolist()
+    out: dict[str, list[Any]] = {"d": [], "pos": [], "e": [], "kind": [], "r": []}
+    lo = 0
+    while lo < len(d):
+        current, hi = d[lo], lo
+        estimates = []
+        while hi < len(d) and d[hi] == current:
+            est = estimate(sketch(current), sketch(e[hi]))
+            estimates.append((e[hi], est.resemblance, est.containment_a_in_b))
+            hi += 1
+        for pos, (cand, kind, r) in enumerate(preference(estimates, threshold, containment)):
+            for name, value in zip(out, (current, pos, cand, kind, r)):
+                out[name].append(value)
+        if len(out["d"]) >= 4096:
+            yield out
+            out = {name: [] for name in out}
+        lo = hi
+    yield out
+
+
+def preferences_arrow() -> Any:
+    """The Arrow schema of :data:`.candidates.PREFERENCES` (made on first use: pyarrow is
+    imported lazily)."""
     import pyarrow as pa
 
     return pa.schema([("d", pa.int64()), ("pos", pa.int32()), ("e", pa.int64()),

@@ -54,6 +54,9 @@ class SparkJob:
     area: ContentArea | None = None
     #: pending documents per range of a greedy round (crawler.recluster.spark.greedy)
     stretch: int = 50_000
+    #: documents up to which the candidate search runs in one stage, every task holding the
+    #: whole input's sketches (crawler.recluster.spark.candidates.BroadcastSearch)
+    broadcast: int = 20_000
     #: search again until the boilerplate cap keeps representatives only, as the local
     #: index's does (:meth:`crawler.recluster.spark.candidates.Search.settled`); None: when
     #: the cap is below its default (:func:`exact_cap_wanted`)
@@ -61,6 +64,10 @@ class SparkJob:
 
     def __post_init__(self) -> None:
         self.exact_cap = exact_cap_wanted(self.dedup, self.exact_cap)
+
+    def searches_whole(self, documents: int) -> bool:
+        """Whether the candidate search of ``documents`` runs in one stage (``broadcast``)."""
+        return documents <= self.broadcast
 
     @property
     def need(self) -> float:

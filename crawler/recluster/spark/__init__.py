@@ -12,7 +12,8 @@ Same tokens, same sketches, same decisions as the single-machine engine
    from the pigeonhole part of each sketch under the boilerplate cap, estimates and preference
    orders, planned on the driver; each step's work in an executor is
    :mod:`~crawler.recluster.spark.search_steps`'s, on numpy arrays
-   (:mod:`~crawler.recluster.spark.postings`).
+   (:mod:`~crawler.recluster.spark.postings`); a small input's search is one stage of
+   :mod:`~crawler.recluster.spark.broadcast_steps`, the whole input broadcast to every task.
 4. :mod:`~crawler.recluster.spark.greedy`: Broder's greedy clustering in rounds.
 5. :mod:`~crawler.recluster.spark.run`: cluster ids in input order, the summary, and
    clusters.jsonl or Parquet.

@@ -48,7 +48,8 @@ def search_share(
     counters, :data:`~.search_steps.HIT`, for the local clusterer's ranking). ``left_out``:
     None, or a broadcast sorted array of the leaders left out of the postings. ``again``: a
     pass after the first, which estimates only the pairs of the documents whose pairs differ
-    from the pass before's, made without the leaders of ``before`` (None: none) left out."""
+    from the pass before's, found again here with the leaders ``before`` left out (None:
+    none)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         share, got = _shared(batches)

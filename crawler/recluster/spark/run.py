@@ -300,7 +300,9 @@ class Plan:
     the driver hundreds of round trips to the JVM, so a run makes it while the documents are
     still being sketched."""
 
-    def __init__(self, session: Any, docs: Any, job: SparkJob, documents: int | None = None) -> None:
+    def __init__(
+        self, session: Any, docs: Any, job: SparkJob, documents: int | None = None
+    ) -> None:
         """``documents``: how many ``docs`` holds, as far as known (None: too many to say), which
         picks the search (:meth:`~.sketch.SparkJob.searches_whole`)."""
         session.conf.set(SHUFFLE_PARTITIONS, str(job.partitions))

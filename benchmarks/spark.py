@@ -418,6 +418,7 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
             "warm_seconds": warm, "warm_us_per_doc": warm / size * 1e6,
             "task_us_per_doc": tasks / size * 1e6, "warm_task_us_per_doc": warm_tasks / size * 1e6,
             "partitions": partitions, "tasks": len(counts), "rounds": clustered.stats["rounds"],
+            "broadcast": clustered.stats["broadcast"],
             "jobs": jobs, "stages": stages, "stage_floor": stage_cost,
             "kinds": kinds, "shuffle_bytes": shuffled}
 
@@ -899,6 +900,10 @@ def _render_scale(scale: list[dict[str, Any]]) -> list[str]:
         if sum(r["kinds"].values()) != r["size"]:
             out.append(f"{'':>12}  decisions for {sum(r['kinds'].values()):,} documents, "
                        f"not {r['size']:,}")
+    whole = [f"{r['size']:,}" for r in done if r.get("broadcast")]
+    if whole:
+        out.append(f"the candidate search in one stage, the input broadcast to every task, at "
+                   f"{', '.join(whole)} documents; in six shuffled steps at the other sizes")
     if len(done) > 1:
         spread = [max(r[k] for r in done) / min(r[k] for r in done)
                   for k in ("us_per_doc", "warm_us_per_doc")]

@@ -330,6 +330,7 @@ def test_a_small_input_is_searched_in_one_stage_with_the_same_candidates_and_cou
                 stages[limit] = sum(job["numCompletedStages"] for job in json.load(answer)
                                     if job.get("jobGroup") == group)
         assert outputs[None] == outputs[0]
+        assert (stats[None].pop("broadcast"), stats[0].pop("broadcast")) == (True, False)
         assert stats[None] == stats[0] and stats[0]["comparisons"] > 0
         assert (outputs[0] == expected.getvalue()) is (exact is not False)
         passes = stats[0]["passes"]

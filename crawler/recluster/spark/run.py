@@ -364,6 +364,7 @@ def cluster(plan: Plan) -> Clustered:
     stats["rounds"] = rounds.count
     stats["passes"] = search.passes
     stats["exact_cap"] = job.exact_cap
+    stats["broadcast"] = plan.whole  # the search in one stage (BroadcastSearch)
     return Clustered(rows, stats)
 
 

@@ -52,7 +52,7 @@ def search_share(
     none)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        share, got = _shared(batches)
+        share, got = _broadcast_blobs(batches)
         if share is None:  # no leader: nothing to search
             return
         doc, size, k, least, den = postings.unpack(got.get(DOCUMENT, []), 5)
@@ -104,7 +104,7 @@ def search_share(
     return run
 
 
-def _shared(batches: Iterable[Any]) -> tuple[int | None, dict[int, list[bytes]]]:
+def _broadcast_blobs(batches: Iterable[Any]) -> tuple[int | None, dict[int, list[bytes]]]:
     """The task's share and the broadcast blobs, by kind (the share: None when none came)."""
     share = None
     got: dict[int, list[bytes]] = {}

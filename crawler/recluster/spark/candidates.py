@@ -236,8 +236,8 @@ class BroadcastSearch(Search):
     instead of six: Spark broadcasts every leader's fingerprints and sketch to each of
     ``job.partitions`` tasks, which search for their share of the documents
     (:mod:`.broadcast_steps`). Each task counts and indexes the whole input again, cheap at
-    this size; what the stage saves is five stages and the driver's planning of some thirty
-    frames, most of what a small input's search costs. Same candidates, counters and passes
+    this size; what the stage saves is five stages and the driver's planning of about twenty
+    frames (unions, filters, repartitions), most of what a small input's search costs. Same candidates, counters and passes
     as :class:`Search`'s (a test runs both)."""
 
     def __init__(self, leaders: Any, job: SparkJob, sketched: Any) -> None:

@@ -250,10 +250,13 @@ class BroadcastSearch(Search):
         if counted:
             gathered = gathered.unionByName(
                 python_step(sketched.select("key", "fps"), step.hits(one), step.MOVED))
+        self._cached: list[Any] = []
+        if job.exact_cap:  # each pass of the search broadcasts it again
+            gathered = gathered.persist()
+            self._cached.append(gathered)
         shares = job.partitions
         everywhere = (leaders.sparkSession.range(0, shares, 1, shares)
                       .withColumnRenamed("id", whole.SHARE).crossJoin(F.broadcast(gathered)))
-        self._cached: list[Any] = []
         dedup, bound = job.dedup, _bound(job)
 
         def search(left_out: Any, before: Any = None) -> tuple[Any, Any]:

@@ -77,14 +77,8 @@ def search_share(
         changed = counters[-1]  # in a first pass, every document with a pair
         if again:
             bd, be, _, _, kept_before = pairs(None if before is None else before.value)
-            bd, be = bd[kept_before], be[kept_before]
-            if out is not None:
-                stays = ~postings.within(be, out)
-                bd, be = bd[stays], be[stays]
-            moved_on = postings.changed(kd, ke, bd, be)
+            moved_on, kd, ke = postings.fresh(kd, ke, bd[kept_before], be[kept_before], out)
             changed = moved_on.size
-            fresh = postings.within(kd, moved_on)
-            kd, ke = kd[fresh], ke[fresh]
             yield moved_batch(*at_home(share, CHANGED, postings.pack(moved_on)))
         yield moved_batch(*at_home(share, TALLY, [np.append(counters, changed).tobytes()]))
         if exact_cap:  # each fingerprint's postings judged by one task: its share's

@@ -17,9 +17,9 @@ import numpy as np
 from dedup.frequency import COUNTERS, counter_cells
 
 __all__ = [
-    "BLOB_BYTES", "bucket_of", "changed", "contested", "document_cells", "indexed", "meet",
-    "pack", "pack_bytes", "rarest_counted", "running_counts", "shared", "tally", "unpack",
-    "unpack_bytes", "verdicts", "within",
+    "BLOB_BYTES", "bucket_of", "changed", "contested", "document_cells", "fresh", "indexed",
+    "meet", "pack", "pack_bytes", "rarest_counted", "running_counts", "shared", "tally",
+    "unpack", "unpack_bytes", "verdicts", "within",
 ]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: spreads keys that share low bits
@@ -247,6 +247,26 @@ def changed(
     paired[1:] |= twice
     paired[:-1] |= twice
     return np.unique(both_d[~paired])
+
+
+def fresh(
+    d: np.ndarray, e: np.ndarray, before_d: np.ndarray, before_e: np.ndarray,
+    left_out: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(documents, d, e)``: the documents whose pairs ``(d, e)`` differ from the pass before's
+    ``(before_d, before_e)``, once the candidates now ``left_out`` (sorted, or None) are taken
+    out of those, and the pairs of just those documents (what a later pass estimates again).
+
+    >>> [a.tolist() for a in fresh(np.array([1, 2]), np.array([0, 0]),
+    ...                            np.array([1, 2, 2]), np.array([0, 0, 5]), np.array([5]))]
+    [[], [], []]
+    """
+    if left_out is not None:
+        stays = ~within(before_e, left_out)
+        before_d, before_e = before_d[stays], before_e[stays]
+    moved_on = changed(d, e, before_d, before_e)
+    again = within(d, moved_on)
+    return moved_on, d[again], e[again]
 
 
 def meet(

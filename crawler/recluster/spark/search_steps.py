@@ -250,13 +250,9 @@ def verdicts(
         estimated = counters[-1]  # in a first pass, every document with a pair
         if again:
             bd, be = postings.unpack(got.get(BEFORE, []), 2)
-            if left_out is not None:
-                stays = ~postings.within(be, left_out.value)
-                bd, be = bd[stays], be[stays]
-            moved_on = postings.changed(kd, ke, bd, be)
+            out = None if left_out is None else left_out.value
+            moved_on, kd, ke = postings.fresh(kd, ke, bd, be, out)
             estimated = moved_on.size
-            fresh = postings.within(kd, moved_on)
-            kd, ke = kd[fresh], ke[fresh]
             yield moved_batch(*at_home(home, FRESH, postings.pack(kd, ke)))
             yield moved_batch(*at_home(home, CHANGED, postings.pack(moved_on)))
         yield moved_batch(*at_home(home, TALLY, [np.append(counters, estimated).tobytes()]))

@@ -19,7 +19,7 @@ round is the last, the cluster ids (:mod:`.numbering`) need no job of their own 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from crawler.recluster.rounds import JOINED, KEPT, decide_in_order
@@ -81,13 +81,18 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
         with described(context, f"greedy round {rounds + 1}" if rounds
                        else "estimates and greedy round 1"):
             stretches = max(1, min(partitions, -(-left // stretch)))
+            # a first round in one stretch holds every waiting document: a candidate it has not
+            # decided before a document waits for nothing, so is kept; no join needs to say so
+            whole = not rounds and stretches == 1
+            known = pending if whole else pending.join(learnt, "e", "left")
             ranged = (
-                pending.join(learnt, "e", "left")
-                .selectExpr("d", "pos", "e", "kind", "r", f"{status} AS status")
+                known.selectExpr("d", "pos", "e", "kind", "r",
+                                 f"{'CAST(NULL AS INT)' if whole else status} AS status")
                 .repartitionByRange(stretches, "d")
                 .sortWithinPartitions("d", "pos")
             )
-            step = kept(python_step(ranged, _decide_pass, _STEP), steps)  # by the count
+            step = kept(python_step(ranged, _decide_pass(KEPT if whole else None), _STEP),
+                        steps)  # by the count
             now = step.where("decided").selectExpr("d AS key", "kind", "e AS rep", "r")
             # every decision so far, kept by the count, which counts the kept documents of each
             # task too: if this round is the last, the cluster ids need nothing more
@@ -126,10 +131,20 @@ def _kept_by_task(decisions: Any) -> Any:
         "false AS round", "true AS decided", f"shiftright(key, {RECORD_BITS}) AS task")
 
 
-def _decide_pass(batches: Iterable[Any]) -> Iterator[Any]:
-    """One round in one partition: its pending documents' preference rows, sorted by document
-    and place, each with its candidate's status if known; out go the decided documents (one
-    row each) and the rows of those still pending, as they came."""
+def _decide_pass(unseen: int | None) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """The step of one round in one partition: its pending documents' preference rows, sorted
+    by document and place, each with its candidate's status if known (``unseen``: the status
+    of one neither known nor decided earlier in the pass, as
+    :func:`~crawler.recluster.rounds.decide_in_order` takes it); out go the decided documents
+    (one row each) and the rows of those still pending, as they came."""
+
+    def step(batches: Iterable[Any]) -> Iterator[Any]:
+        return _decided(batches, unseen)
+
+    return step
+
+
+def _decided(batches: Iterable[Any], unseen: int | None) -> Iterator[Any]:
     import pyarrow as pa
 
     held_back: deque[list[tuple]] = deque()
@@ -140,7 +155,7 @@ def _decide_pass(batches: Iterable[Any]) -> Iterator[Any]:
             yield d, prefs, known
 
     out: dict[str, list[Any]] = {name: [] for name in _STEP_NAMES}
-    for d, decision in decide_in_order(documents()):
+    for d, decision in decide_in_order(documents(), unseen):
         held = held_back.popleft()
         if decision is None:
             for row in held:

@@ -16,7 +16,8 @@ document that waits: a candidate it has not decided by the time a document needs
 nothing, so is kept, and the round decides everything without a join to learn that. On 10,000
 synthetic documents in ``local[2]`` (the clustering stages of :mod:`benchmarks.spark`'s scale
 runs), 12 runs in a session, two sessions each: warm medians 2.85 and 2.59 s against 3.09 and
-3.15 with the join, a session's second run 3.25 and 3.30 s against 3.96 and 3.48.
+3.15 with the join, a session's second run 3.25 and 3.30 s against 3.96 and 3.48 (three
+pairs of shorter sessions, 5 runs each, were within the noise).
 
 The job that counts a round's decided and pending documents also keeps every decision so far
 and counts the kept documents of each input task, the leaders kept at once among them: if the

@@ -27,7 +27,8 @@ round is the last, the cluster ids (:mod:`.numbering`) need no job of their own 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import Any, NamedTuple
 
 from crawler.recluster.rounds import JOINED, KEPT, decide_in_order
@@ -99,8 +100,8 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
                 .repartitionByRange(stretches, "d")
                 .sortWithinPartitions("d", "pos")
             )
-            step = kept(python_step(ranged, _decide_pass(KEPT if whole else None), _STEP),
-                        steps)  # by the count
+            deciding = partial(_decide_pass, unseen=KEPT if whole else None)
+            step = kept(python_step(ranged, deciding, _STEP), steps)  # by the count
             now = step.where("decided").selectExpr("d AS key", "kind", "e AS rep", "r")
             # every decision so far, kept by the count, which counts the kept documents of each
             # task too: if this round is the last, the cluster ids need nothing more
@@ -139,20 +140,12 @@ def _kept_by_task(decisions: Any) -> Any:
         "false AS round", "true AS decided", f"shiftright(key, {RECORD_BITS}) AS task")
 
 
-def _decide_pass(unseen: int | None) -> Callable[[Iterable[Any]], Iterator[Any]]:
-    """The step of one round in one partition: its pending documents' preference rows, sorted
-    by document and place, each with its candidate's status if known (``unseen``: the status
-    of one neither known nor decided earlier in the pass, as
-    :func:`~crawler.recluster.rounds.decide_in_order` takes it); out go the decided documents
-    (one row each) and the rows of those still pending, as they came."""
-
-    def step(batches: Iterable[Any]) -> Iterator[Any]:
-        return _decided(batches, unseen)
-
-    return step
-
-
-def _decided(batches: Iterable[Any], unseen: int | None) -> Iterator[Any]:
+def _decide_pass(batches: Iterable[Any], unseen: int | None) -> Iterator[Any]:
+    """One round in one partition: its pending documents' preference rows, sorted by document
+    and place, each with its candidate's status if known (``unseen``: the status of one neither
+    known nor decided earlier in the pass, as :func:`~crawler.recluster.rounds.decide_in_order`
+    takes it); out go the decided documents (one row each) and the rows of those still pending,
+    as they came."""
     import pyarrow as pa
 
     held_back: deque[list[tuple]] = deque()

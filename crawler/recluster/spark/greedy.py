@@ -92,15 +92,15 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
             stretches = max(1, min(partitions, -(-left // stretch)))
             # a first round in one stretch holds every waiting document: a candidate it has not
             # decided before a document waits for nothing, so is kept; no join needs to say so
-            whole = not rounds and stretches == 1
-            known = pending if whole else pending.join(learnt, "e", "left")
+            one_stretch = not rounds and stretches == 1
+            known = pending if one_stretch else pending.join(learnt, "e", "left")
             ranged = (
                 known.selectExpr("d", "pos", "e", "kind", "r",
-                                 f"{'CAST(NULL AS INT)' if whole else status} AS status")
+                                 f"{'CAST(NULL AS INT)' if one_stretch else status} AS status")
                 .repartitionByRange(stretches, "d")
                 .sortWithinPartitions("d", "pos")
             )
-            deciding = partial(_decide_pass, unseen=KEPT if whole else None)
+            deciding = partial(_decide_pass, unseen=KEPT if one_stretch else None)
             step = kept(python_step(ranged, deciding, _STEP), steps)  # by the count
             now = step.where("decided").selectExpr("d AS key", "kind", "e AS rep", "r")
             # every decision so far, kept by the count, which counts the kept documents of each

@@ -407,6 +407,7 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
         # two cores that are busy sketching, the driver's time is not free. It is told how
         # many documents there are, as the engine's is once they are counted
         plan = Plan(session, made, job, size)
+        one_task = plan.small
         clustered = cluster(plan)
         kinds = dict(clustered.rows.groupBy("kind").count().collect())
         runs.append((time.perf_counter() - started, _shuffle_bytes(session) - before,
@@ -418,7 +419,7 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
             "warm_seconds": warm, "warm_us_per_doc": warm / size * 1e6,
             "task_us_per_doc": tasks / size * 1e6, "warm_task_us_per_doc": warm_tasks / size * 1e6,
             "partitions": partitions, "tasks": len(counts), "rounds": clustered.stats["rounds"],
-            "broadcast": clustered.stats["broadcast"],
+            "broadcast": clustered.stats["broadcast"], "one_task": one_task,
             "jobs": jobs, "stages": stages, "stage_floor": stage_cost,
             "kinds": kinds, "shuffle_bytes": shuffled}
 
@@ -904,6 +905,10 @@ def _render_scale(scale: list[dict[str, Any]]) -> list[str]:
     if whole:
         out.append(f"the candidate search in one stage, the input broadcast to every task, at "
                    f"{', '.join(whole)} documents; in six shuffled steps at the other sizes")
+    small = [f"{r['size']:,}" for r in done if r.get("one_task")]
+    if small:
+        out.append(f"decided and numbered in one task after that stage, no greedy round of "
+                   f"their own, at {', '.join(small)} documents")
     if len(done) > 1:
         spread = [max(r[k] for r in done) / min(r[k] for r in done)
                   for k in ("us_per_doc", "warm_us_per_doc")]

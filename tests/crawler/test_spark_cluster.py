@@ -142,15 +142,18 @@ def test_on_a_cluster_the_command_writes_what_the_local_engine_writes(
 
 #: a PySpark application that runs the engine as a library on the cluster, and kills the
 #: application's executors (every JVM the worker started for it) the moment the engine logs
-#: that the greedy rounds are decided: what they hold then (the preferences, the rounds' steps,
-#: the documents) is gone, and the numbering and the write still have to read it
+#: that the greedy rounds are decided (its last argument ``rounds``: the search in six stages,
+#: then the rounds), or that the candidates are (``one task``: a small input's search, then
+#: one task decides): what they hold then (the preferences, the rounds' steps or the search's
+#: output, the documents) is gone, and the numbering and the write still have to read it
 LOSES_ITS_EXECUTORS = """
 import json, logging, os, signal, sys
 from pathlib import Path
 from crawler.recluster.spark import recluster_spark, spark_session, stop_session, tasks
 from dedup.params import DedupParams, SketchParams
 
-master, pages, out = sys.argv[1:]
+master, pages, out, way = sys.argv[1:]
+lost_after = "estimates and greedy rounds" if way == "rounds" else "candidates"
 session, _ = spark_session(master, {"spark.driver.host": "127.0.0.1"})
 app = session.sparkContext.applicationId.encode()
 killed = []
@@ -166,7 +169,7 @@ def executors():
 
 class LoseTheExecutors(logging.Handler):
     def emit(self, record):
-        if record.getMessage().startswith("estimates and greedy rounds") and not killed:
+        if record.getMessage().startswith(lost_after) and not killed:
             for pid in executors():
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
@@ -176,7 +179,8 @@ logger.setLevel(logging.DEBUG)
 logger.addHandler(LoseTheExecutors())
 with open(out, "w", encoding="utf-8") as fh:
     result = recluster_spark(session, tasks(html=[pages]), SketchParams(),
-                             DedupParams(threshold=0.8), out=fh)
+                             DedupParams(threshold=0.8), out=fh,
+                             broadcast=0 if way == "rounds" else None)
 conf = {key: session.conf.get(key) for key in (
     "spark.sql.adaptive.enabled", "spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode",
     "spark.sql.ui.explainMode")}
@@ -187,18 +191,20 @@ stop_session(session)
 
 
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds executors in /proc")
+@pytest.mark.parametrize("way", ["rounds", "one task"])
 def test_executors_lost_after_the_rounds_are_computed_again_and_the_output_is_the_same(
-        standalone, tmp_path, monkeypatch, capsys):
+        standalone, tmp_path, monkeypatch, capsys, way):
     """A lost executor (a preempted node) takes what it kept with it. Spark computes it again
     from its lineage, so the run goes on and writes what the local engine writes; a local
     checkpoint, which cannot be computed again, failed the run here
-    (``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``)."""
+    (``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``). Lost after the greedy rounds, or after a small
+    input's search, before the one task that decides it."""
     planted_corpus(tmp_path / "pages")
     app = tmp_path / "app.py"
     app.write_text(LOSES_ITS_EXECUTORS)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     env.pop("PYSPARK_GATEWAY_PORT", None)
-    done = subprocess.run([sys.executable, str(app), standalone.url, "pages", "spark.jsonl"],
+    done = subprocess.run([sys.executable, str(app), standalone.url, "pages", "spark.jsonl", way],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
                           check=False)
     assert done.returncode == 0, done.stderr[-3000:]

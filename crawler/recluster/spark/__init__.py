@@ -1,7 +1,8 @@
 """``neardup recluster --engine spark``: the same re-clustering, distributed by Apache Spark.
 
 Same tokens, same sketches, same decisions as the single-machine engine
-(:func:`crawler.recluster.run.recluster`), with no single-process stage:
+(:func:`crawler.recluster.run.recluster`), with no single-process stage that holds more than
+a partition of the input:
 
 1. :mod:`~crawler.recluster.spark.tasks`: the input cut into tasks on the driver, one per WARC
    or JSON Lines file, chunks of HTML files or store pages; a document's key is its place in
@@ -14,7 +15,9 @@ Same tokens, same sketches, same decisions as the single-machine engine
    :mod:`~crawler.recluster.spark.search_steps`'s, on numpy arrays
    (:mod:`~crawler.recluster.spark.postings`); a small input's search is one stage of
    :mod:`~crawler.recluster.spark.broadcast_steps`, the whole input broadcast to every task.
-4. :mod:`~crawler.recluster.spark.greedy`: Broder's greedy clustering in rounds.
+4. :mod:`~crawler.recluster.spark.greedy`: Broder's greedy clustering in rounds. An input of
+   a partition's worth at most is decided and numbered in one task after its one-stage
+   search, which also finds its exact duplicates (:mod:`~crawler.recluster.spark.small_input`).
 5. :mod:`~crawler.recluster.spark.run`: cluster ids in input order, the summary, and
    clusters.jsonl or Parquet.
 

@@ -26,15 +26,18 @@ from crawler.recluster.spark.search_steps import (
     preferences_arrow, received,
 )
 
-__all__ = ["PREFERENCES", "SHARE", "preferences", "search_share"]
+__all__ = [
+    "PREFERENCE_KINDS", "PREFERENCES", "SHARE", "broadcast_blobs", "preferences", "search_share",
+    "searched",
+]
 
 #: the kind of moved arrays that holds a share's preferences (d, pos, e, kind, r), each
-#: column an int64 (``kind`` its place in :data:`_KINDS`, ``r`` the bits of the double)
+#: column an int64 (``kind`` its place in :data:`PREFERENCE_KINDS`, ``r`` the double's bits)
 PREFERENCES = 18
 #: the column of the stage's input that says which share of the documents a task searches for
 SHARE = "share"
 #: the decision kinds a preference can carry (:func:`crawler.recluster.rounds.preference`)
-_KINDS = ("near_duplicate", "contained")
+PREFERENCE_KINDS = ("near_duplicate", "contained")
 
 
 def search_share(
@@ -52,53 +55,76 @@ def search_share(
     none)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        share, got = _broadcast_blobs(batches)
+        share, got = broadcast_blobs(batches)
         if share is None:  # no leader: nothing to search
             return
-        doc, size, k, least, den = postings.unpack(got.get(DOCUMENT, []), 5)
-        d, f = postings.unpack(got.get(HELD, []), 2)
-        sd, sf, counts = postings.shared(d, f)
-        if counted:
-            cell, key = postings.unpack(got.get(HIT, []), 2)
-            pf, pe = postings.rarest_counted(d, f, doc, k, *postings.running_counts(cell, key))
-        else:
-            pf, pe = postings.indexed(sd, sf, counts, doc, size, k)
-        mine = postings.bucket_of(sd, shares) == share
-        md, mf = sd[mine], sf[mine]
-
-        def pairs(out: np.ndarray | None) -> tuple[np.ndarray, ...]:
-            met = postings.meet(md, mf, pf, pe, cap, out)
-            return postings.verdicts(*met, doc, least, den, bound)
-
-        out = None if left_out is None else left_out.value
-        vd, ve, hits, capped, keep = pairs(out)
-        counters = postings.tally(vd, hits, capped, keep)
-        kd, ke = vd[keep], ve[keep]
-        changed = counters[-1]  # in a first pass, every document with a pair
-        if again:
-            bd, be, _, _, kept_before = pairs(None if before is None else before.value)
-            moved_on, kd, ke = postings.fresh(kd, ke, bd[kept_before], be[kept_before], out)
-            changed = moved_on.size
-            yield moved_batch(*at_home(share, CHANGED, postings.pack(moved_on)))
-        yield moved_batch(*at_home(share, TALLY, [np.append(counters, changed).tobytes()]))
-        if exact_cap:  # each fingerprint's postings judged by one task: its share's
-            ours = postings.bucket_of(pf, shares) == share
-            long, top = postings.contested(pf[ours], pe[ours], cap, out)
-            yield moved_batch(*at_home(share, LONG, postings.pack(long, top)))
-        keys, values = postings.unpack_bytes(got.get(SKETCH, []))
-        rows: dict[str, list[Any]] = {"d": [], "pos": [], "e": [], "kind": [], "r": []}
-        for some in estimated(kd, ke, dict(zip(keys.tolist(), values)), threshold, containment):
-            for name, column in some.items():
-                rows[name] += column
-        kinds = np.array([_KINDS.index(kind) for kind in rows["kind"]], dtype=np.int64)
-        r = np.array(rows["r"], dtype=np.float64).view(np.int64)
-        packed = postings.pack(rows["d"], rows["pos"], rows["e"], kinds, r)
-        yield moved_batch(*at_home(share, PREFERENCES, packed))
+        yield from searched(
+            share, shares, got, cap, bound, threshold, containment, exact_cap=exact_cap,
+            counted=counted, left_out=None if left_out is None else left_out.value,
+            before=None if before is None else before.value, again=again)
 
     return run
 
 
-def _broadcast_blobs(batches: Iterable[Any]) -> tuple[int | None, dict[int, list[bytes]]]:
+def searched(
+    share: int, shares: int, got: dict[int, list[bytes]], cap: int, bound: float | None,
+    threshold: float, containment: float | None, *, exact_cap: bool = False,
+    counted: bool = False, left_out: np.ndarray | None = None,
+    before: np.ndarray | None = None, again: bool = False, leaders: np.ndarray | None = None,
+) -> Iterator[Any]:
+    """One task's share of the search, from the broadcast blobs ``got`` by kind, as
+    :func:`search_share` takes them (``left_out`` and ``before`` their values). ``leaders``:
+    the sorted keys the search is of, when ``got`` holds other documents too (None: it holds
+    leaders only). The counters (:data:`~.search_steps.TALLY`) end with the documents whose
+    pairs this pass estimates, then, when ``leaders`` is given, the documents with a
+    qualifying candidate."""
+    doc, size, k, least, den = postings.unpack(got.get(DOCUMENT, []), 5)
+    d, f = postings.unpack(got.get(HELD, []), 2)
+    if leaders is not None:
+        ours = np.isin(doc, leaders, assume_unique=True)
+        doc, size, k, least, den = doc[ours], size[ours], k[ours], least[ours], den[ours]
+        ours = np.isin(d, leaders)
+        d, f = d[ours], f[ours]
+    sd, sf, counts = postings.shared(d, f)
+    if counted:
+        cell, key = postings.unpack(got.get(HIT, []), 2)
+        pf, pe = postings.rarest_counted(d, f, doc, k, *postings.running_counts(cell, key))
+    else:
+        pf, pe = postings.indexed(sd, sf, counts, doc, size, k)
+    mine = postings.bucket_of(sd, shares) == share
+    md, mf = sd[mine], sf[mine]
+
+    def pairs(out: np.ndarray | None) -> tuple[np.ndarray, ...]:
+        met = postings.meet(md, mf, pf, pe, cap, out)
+        return postings.verdicts(*met, doc, least, den, bound)
+
+    vd, ve, hits, capped, keep = pairs(left_out)
+    counters = postings.tally(vd, hits, capped, keep)
+    kd, ke = vd[keep], ve[keep]
+    changed = counters[-1]  # in a first pass, every document with a pair
+    if again:
+        bd, be, _, _, kept_before = pairs(before)
+        moved_on, kd, ke = postings.fresh(kd, ke, bd[kept_before], be[kept_before], left_out)
+        changed = moved_on.size
+        yield moved_batch(*at_home(share, CHANGED, postings.pack(moved_on)))
+    if exact_cap:  # each fingerprint's postings judged by one task: its share's
+        ours = postings.bucket_of(pf, shares) == share
+        long, top = postings.contested(pf[ours], pe[ours], cap, left_out)
+        yield moved_batch(*at_home(share, LONG, postings.pack(long, top)))
+    keys, values = postings.unpack_bytes(got.get(SKETCH, []))
+    rows: dict[str, list[Any]] = {"d": [], "pos": [], "e": [], "kind": [], "r": []}
+    for some in estimated(kd, ke, dict(zip(keys.tolist(), values)), threshold, containment):
+        for name, column in some.items():
+            rows[name] += column
+    tallied = [*counters, changed] + ([] if leaders is None else [len(set(rows["d"]))])
+    yield moved_batch(*at_home(share, TALLY, [np.array(tallied, dtype=np.int64).tobytes()]))
+    kinds = np.array([PREFERENCE_KINDS.index(kind) for kind in rows["kind"]], dtype=np.int64)
+    r = np.array(rows["r"], dtype=np.float64).view(np.int64)
+    packed = postings.pack(rows["d"], rows["pos"], rows["e"], kinds, r)
+    yield moved_batch(*at_home(share, PREFERENCES, packed))
+
+
+def broadcast_blobs(batches: Iterable[Any]) -> tuple[int | None, dict[int, list[bytes]]]:
     """The task's share and the broadcast blobs, by kind (the share: None when none came)."""
     share = None
     got: dict[int, list[bytes]] = {}
@@ -116,7 +142,8 @@ def preferences(batches: Iterable[Any]) -> Iterator[Any]:
 
     blobs = [b for batch in batches for b in batch.column("data").to_pylist()]
     d, pos, e, kind, r = postings.unpack(blobs, 5)
-    names = np.array(_KINDS, dtype=object)[kind] if kind.size else np.empty(0, dtype=object)
+    names = (np.array(PREFERENCE_KINDS, dtype=object)[kind] if kind.size
+             else np.empty(0, dtype=object))
     yield pa.RecordBatch.from_arrays(
         [pa.array(d, pa.int64()), pa.array(pos.astype(np.int32), pa.int32()),
          pa.array(e, pa.int64()), pa.array(names.tolist(), pa.string()),

@@ -26,6 +26,7 @@ from crawler.recluster.spark.numbering import numbered
 from crawler.recluster.spark.postings import BLOB_BYTES
 from crawler.recluster.spark.routes import task_range_route
 from crawler.recluster.spark.sketch import SparkJob, documents
+from crawler.recluster.spark.small_input import SmallInput
 from crawler.recluster.spark.steps import passed_through, python_step
 from crawler.recluster.spark.tasks import TASK_DOCUMENTS, Task
 from dedup.cluster import KINDS, Assignment, Decision
@@ -121,7 +122,8 @@ def recluster_spark(
                 if reason is not None:
                     result.skipped[reason] += n
         wanted = partitions or default_partitions(cores, total)
-        if wanted != job.partitions or plan.whole != job.searches_whole(total):
+        if wanted != job.partitions or (plan.whole, plan.small) != (
+                job.searches_whole(total), job.decides_in_one_task(total)):
             log.debug("planned for %d partitions and %d documents, %d documents want %d: "
                       "planned again", job.partitions, expected, total, wanted)
             plan.drop()
@@ -310,12 +312,18 @@ class Plan:
         # one input task per partition suits reading; the stages after want fewer, larger
         # ones (a task costs the scheduler tens of milliseconds, however little it holds)
         self.docs = docs.coalesce(job.partitions)
-        self.leaders, copies = split_copies(self.docs)
-        self.copies = copies.persist()
         #: what the plan and its run (:func:`cluster`) keep, to unpersist once no longer read
-        self.held: list[Any] = [self.copies]
+        self.held: list[Any] = []
         #: whether the search runs in one stage, the whole input broadcast to each task
         self.whole = documents is not None and job.searches_whole(documents)
+        #: whether one task decides and numbers every document after that stage
+        self.small = documents is not None and job.decides_in_one_task(documents)
+        if self.small:
+            self.search: Search | SmallInput = SmallInput(self.docs, job)
+            return
+        self.leaders, copies = split_copies(self.docs)
+        self.copies = copies.persist()
+        self.held.append(self.copies)
         searching = BroadcastSearch if self.whole else Search
         self.search = searching(self.leaders, job, self.docs.where("sketch IS NOT NULL"))
 
@@ -334,6 +342,12 @@ def cluster(plan: Plan) -> Clustered:
     job, search = plan.job, plan.search
     held = plan.held
     context = plan.docs.sparkSession.sparkContext
+    if isinstance(search, SmallInput):
+        with described(context, "candidate pairs"):
+            stats = search.stats()
+        phase("candidates")  # the rows are decided by the first job that reads them
+        return Clustered(search.rows, {**stats, "passes": 1, "exact_cap": False,
+                                       "broadcast": True})
     while True:
         with described(context, f"candidate pairs (pass {search.passes})"
                        if search.passes > 1 else "candidate pairs"):

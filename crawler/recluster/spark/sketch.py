@@ -69,6 +69,12 @@ class SparkJob:
         """Whether the candidate search of ``documents`` runs in one stage (``broadcast``)."""
         return documents <= self.broadcast
 
+    def decides_in_one_task(self, documents: int) -> bool:
+        """Whether one task decides and numbers ``documents``, after a one-stage search that
+        also finds the exact duplicates (:mod:`crawler.recluster.spark.small_input`): within
+        ``broadcast`` and ``stretch``, the cap searched the faster way."""
+        return self.searches_whole(documents) and documents <= self.stretch and not self.exact_cap
+
     @property
     def need(self) -> float:
         """The estimate a candidate must be able to reach to be worth reading: the threshold

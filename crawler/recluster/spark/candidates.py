@@ -42,7 +42,9 @@ from crawler.recluster.spark.routes import routes
 from crawler.recluster.spark.sketch import SparkJob
 from crawler.recluster.spark.steps import python_step
 
-__all__ = ["PREFERENCES", "BroadcastSearch", "Search", "split_copies"]
+__all__ = [
+    "PREFERENCES", "TALLIED", "BroadcastSearch", "Search", "pruning_bound", "split_copies",
+]
 
 #: a document's qualifying candidates, ``pos`` 0 first: (document, place in its preference
 #: order, candidate, decision kind if it joins that candidate, estimated resemblance)
@@ -52,7 +54,7 @@ PREFERENCES = "d long, pos int, e long, kind string, r double"
 _BUCKETS_PER_PARTITION = 16
 #: the counters of :func:`.postings.tally`, in its order, but for its last (``Search.waiting``)
 #: and the count the verdicts add after it (``Search.changed``)
-_TALLIED = ("comparisons", "pruned", "capped", "capped_documents")
+TALLIED = ("comparisons", "pruned", "capped", "capped_documents")
 
 
 def split_copies(documents: Any) -> tuple[Any, Any]:
@@ -105,7 +107,7 @@ class Search:
         by the corpus's counts, for the local engine's very postings."""
         partitions = job.partitions
         buckets = routes(partitions * _BUCKETS_PER_PARTITION, partitions)
-        bound = _bound(job)
+        bound = pruning_bound(job)
         of = of_kind
 
         def moved(*frames: Any) -> Any:
@@ -214,14 +216,14 @@ class Search:
         """The counters of the search, as the local clusterer keeps them: pairs estimated
         (``comparisons``) and skipped by the bound (``pruned``), fingerprints the cap cut
         (``capped``) and the documents they belong to."""
-        total = np.zeros(len(_TALLIED) + 2, dtype=np.int64)
+        total = np.zeros(len(TALLIED) + 2, dtype=np.int64)
         for row in of_kind(self._judged, step.TALLY).select("data").collect():
             total += np.frombuffer(row.data, dtype=np.int64)
         self.waiting, self.changed = int(total[-2]), int(total[-1])
         for spent in self._spent:  # the verdicts before, compared and no longer read
             spent.unpersist()
         self._spent.clear()
-        return dict(zip(_TALLIED, map(int, total)))
+        return dict(zip(TALLIED, map(int, total)))
 
     def release(self) -> None:
         """Unpersist the steps cached on the way, and the sets of leaders left out that were
@@ -257,7 +259,7 @@ class BroadcastSearch(Search):
         shares = job.partitions
         everywhere = (leaders.sparkSession.range(0, shares, 1, shares)
                       .withColumnRenamed("id", whole.SHARE).crossJoin(F.broadcast(gathered)))
-        dedup, bound = job.dedup, _bound(job)
+        dedup, bound = job.dedup, pruning_bound(job)
 
         def search(left_out: Any, before: Any = None) -> tuple[Any, Any]:
             # a later pass compares its pairs with those of the pass before, made again here
@@ -274,7 +276,7 @@ class BroadcastSearch(Search):
         self._begin(search, leaders)
 
 
-def _bound(job: SparkJob) -> float | None:
+def pruning_bound(job: SparkJob) -> float | None:
     """The resemblance bound that prunes pairs, under the containment rule (None: the pairs
     are filtered by the indexed fingerprints they meet, :func:`.postings.verdicts`)."""
     if job.need > 0:

@@ -22,9 +22,10 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 INSTALLED = metadata.distribution("neardup")
 
 #: the top-level folders and files of the repository a README mention may name
-_TOP = r"(?:crawler|dedup|storage|tests|benchmarks)"
+_TOP = r"(?:crawler|dedup|storage|tests|benchmarks|docs)"
 _PATH = re.compile(rf"(?<![\w./-])({_TOP}/[\w./-]*|config\.yaml|pyproject\.toml|\.ci/run)")
-_DOTTED = re.compile(rf"(?<![\w./-])({_TOP}(?:\.[A-Za-z_]\w*)+)")
+#: a dotted module or name; ``dedup.threshold=0.8`` is a config key being set, not a module
+_DOTTED = re.compile(rf"(?<![\w./-])({_TOP}(?:\.[A-Za-z_]\w*)+)(?![\w=])")
 
 
 def _commands() -> list[str]:
@@ -92,6 +93,35 @@ def test_every_repository_path_in_the_readme_exists():
     assert {"crawler/", "dedup/_probes.c", "config.yaml"} <= paths  # the pattern still finds them
     missing = sorted(path for path in paths if not (ROOT / path).exists())
     assert missing == []
+
+
+def test_the_documents_stay_short_enough_to_read():
+    # README is for users; depth goes to docs/, one subject a file
+    assert len(README.splitlines()) <= 250
+    for doc in sorted((ROOT / "docs").glob("*.md")):
+        assert len(doc.read_text(encoding="utf-8").splitlines()) <= 400, doc.name
+    for link in re.findall(r"\]\((docs/[^)#]+)", README):
+        assert (ROOT / link).is_file(), link
+
+
+#: an internal milestone (the word stop or session and a number), which no reader can know: git
+#: keeps history
+_MILESTONE = re.compile(r"\b(?:stop|session) \d{1,3}\b", re.IGNORECASE)
+
+
+def test_no_internal_milestone_numbers_in_the_tree():
+    found = []
+    for path in sorted(ROOT.rglob("*")):
+        parts = path.relative_to(ROOT).parts
+        if not path.is_file() or parts[0].startswith(".") or path.suffix not in _TEXT:
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if _MILESTONE.search(line) and "spark session" not in line.lower():
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}")
+    assert found == []
+
+
+_TEXT = {".py", ".md", ".yaml", ".toml", ".txt", ".c", ".j2"}
 
 
 def _resolves(dotted: str) -> bool:

@@ -1,4 +1,4 @@
-"""Content areas (issue 14): canonicaliser speed per mode, and pages of one template.
+"""Content areas: canonicaliser speed per mode, and pages of one template.
 
     python -m benchmarks.content_area [--repeats 3] [--pages N] [--jobs J] [--json]
 

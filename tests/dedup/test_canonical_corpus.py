@@ -8,7 +8,7 @@ keeps this module near 15 s. ``NEARDUP_CORPUS_PAGES=all`` compares every page.
 The reference is parsed once per page and gives both the word and the line streams, through the
 same functions ``html_tokens`` uses after ``extract``; the fast engine goes through the public
 ``html_tokens`` for each unit, as the crawler does, from the page's bytes and from its decoded
-text. Each content area (issue 14) is compared on every fourth of those pages.
+text. Each content area is compared on every fourth of those pages.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -80,11 +80,11 @@ class ReclusterResult:
         else:
             self.skipped[reason or "unknown"] += n
 
-    def count_repeated(self, doc_id: str) -> None:
-        """Count a document skipped because its id was clustered before."""
-        self.skipped[REPEATED_ID] += 1
-        if len(self.repeated) < REPEATS_NAMED:
-            self.repeated.append(doc_id)
+    def count_repeated(self, n: int, first: Sequence[str]) -> None:
+        """Count ``n`` documents skipped because their id was clustered before, ``first`` the
+        ids of the first of them in input order (a few are enough: the line names five)."""
+        self.skipped[REPEATED_ID] += n
+        self.repeated.extend(first[: max(0, REPEATS_NAMED - len(self.repeated))])
 
     def input_problems(self) -> list[str]:
         """One line per input file that broke off, and one for the repeated ids (if any)."""
@@ -177,7 +177,7 @@ def recluster(
                         result.count_skipped(doc.skip_reason)
                         continue
                     if store.find_url(doc.id) is not None:
-                        result.count_repeated(doc.id)
+                        result.count_repeated(1, [doc.id])
                         continue
                     doc_id = store.next_doc_id()
                     assignment = clusterer.assign(doc_id, doc.sketch, doc.content_hash)

@@ -63,11 +63,15 @@ class ClusterSummary:
         """The table of a finished clustering, from each cluster's size and identical flag."""
         summary = cls()
         for info in clusters:
-            if info.size < 1:
-                raise ValueError(f"cluster {info.cluster_id} has size {info.size}; expected >= 1")
-            summary.documents += info.size
-            summary._count(info.size, info.identical, +1)
+            summary.add_cluster(info)
         return summary
+
+    def add_cluster(self, info: ClusterInfo) -> None:
+        """Count one finished cluster (for a caller that reads each cluster for more than this)."""
+        if info.size < 1:
+            raise ValueError(f"cluster {info.cluster_id} has size {info.size}; expected >= 1")
+        self.documents += info.size
+        self._count(info.size, info.identical, +1)
 
     def add(self, assignment: Assignment, identical_to_first: bool | None = None) -> None:
         """Count one assigned document.

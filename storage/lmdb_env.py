@@ -208,6 +208,8 @@ class Transactions:
         self.aborts = 0
         self._txn: lmdb.Transaction | None = None
         self._ops: list[_Op] = []
+        #: the read transaction of an open snapshot
+        self._pinned: lmdb.Transaction | None = None
 
     @property
     def in_batch(self) -> bool:
@@ -215,8 +217,9 @@ class Transactions:
 
     @contextmanager
     def read(self) -> Iterator[lmdb.Transaction]:
-        if self._txn is not None:
-            yield self._txn
+        current = self._txn or self._pinned
+        if current is not None:
+            yield current
             return
         txn = self._begin(write=False)
         try:
@@ -225,18 +228,40 @@ class Transactions:
             txn.abort()
 
     def get(self, db: str, key: bytes) -> bytes | None:
-        if self._txn is not None:  # the common case in a writer's batch, without a context
-            value = self._txn.get(key, db=self.dbs[db])
+        current = self._txn or self._pinned
+        if current is not None:  # the common case in a writer's batch, without a context
+            value = current.get(key, db=self.dbs[db])
         else:
             with self.read() as txn:
                 value = txn.get(key, db=self.dbs[db])
         return None if value is None else bytes(value)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read until the block ends goes through one read transaction: one committed
+        state, however many reads a check of the whole store takes while a writer commits.
+
+        For short-lived readers only (``neardup verify``): a long reader keeps LMDB from
+        reusing pages, so the file grows while it lasts. Inside a batch, or inside another
+        snapshot, reads already see one state, and this changes nothing.
+        """
+        if self._txn is not None or self._pinned is not None:
+            yield
+            return
+        self._pinned = self._begin(write=False)
+        try:
+            yield
+        finally:
+            self._pinned.abort()
+            self._pinned = None
 
     # --- the write batch --------------------------------------------------------------------
 
     def begin_batch(self) -> None:
         if self._txn is not None:
             raise RuntimeError("a batch is already open; batches do not nest")
+        if self._pinned is not None:
+            raise RuntimeError("a snapshot is open: a batch cannot begin inside it")
         self._ops = []
         self._txn = self._begin(write=True)
 

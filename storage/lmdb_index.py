@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import struct
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from itertools import islice, repeat
+from typing import Any
 
 import numpy as np
 
+from dedup.cluster import bound_denominator, indexed_count
 from dedup.index import Candidates, ClusterInfo
 from dedup.sketches import Sketch, sketch_from_bytes
 from storage.lmdb_env import Transactions, pack_id, unpack_id
@@ -315,6 +317,10 @@ class LmdbIndex:
                 return []
             return [unpack_id(v) for v in cursor.iternext_dup()]
 
+    def has_cluster(self, cluster_id: int) -> bool:
+        with self._t.read() as txn:
+            return txn.get(pack_id(cluster_id), db=self._t.dbs["clusters"]) is not None
+
     def postings(self, fingerprint: int) -> list[int]:
         """The clusters whose representative holds ``fingerprint``, sorted."""
         with self._t.read() as txn:
@@ -322,6 +328,141 @@ class LmdbIndex:
             if not cursor.set_key(pack_id(int(fingerprint))):
                 return []
             return [unpack_id(v) for v in cursor.iternext_dup()]
+
+    # --- checking the layout (neardup verify) -----------------------------------------------
+
+    def check(self, has_document: Callable[[int], bool]) -> Iterator[str]:
+        """Every way the index's databases disagree with each other, or with the documents
+        (``has_document``), one line each; nothing when they agree.
+
+        The rules are the ones the writing methods above keep:
+
+        * a representative's fingerprints are in ``fp_clusters``: all of them, or as many as
+          the index need asks (:func:`dedup.cluster.indexed_count`); every ``fp_clusters``
+          entry names a cluster whose representative holds the fingerprint;
+        * a cluster's first document and members are documents, each member mapped back to
+          it by ``doc_clusters``, as many members as its size;
+        * a content hash names a document and a cluster;
+        * the cluster counter is past every cluster.
+
+        Everything is read in one read transaction (the caller's, inside
+        :meth:`storage.lmdb_env.Transactions.snapshot`), so the checks see one state.
+        """
+        need = self.index_need() or 0.0
+        with self._t.read() as txn:
+            sizes, last = yield from self._check_representatives(txn, need, has_document)
+            yield from self._check_members(txn, sizes, has_document)
+            yield from self._check_exact(txn, has_document)
+            counter = txn.get(_NEXT_CLUSTER, db=self._t.dbs["meta"])
+            if last >= (0 if counter is None else unpack_id(counter)):
+                yield f"next cluster id is not past cluster {last}"
+
+    def _check_representatives(
+        self, txn: Any, need: float, has_document: Callable[[int], bool]
+    ) -> Generator[str, None, tuple[dict[int, int], int]]:
+        """Each cluster's record readable, its representative indexed, its first document
+        there; returns every cluster's size and the last cluster id."""
+        dbs = self._t.dbs
+        postings = txn.cursor(db=dbs["fp_clusters"])
+        sizes: dict[int, int] = {}
+        last = -1
+        indexed_pairs = 0
+        all_found = True
+        for key, value in txn.cursor(db=dbs["clusters"]):
+            cluster_id = last = unpack_id(key)
+            try:
+                info, rep = parse_cluster(cluster_id, value)
+            except ValueError as exc:
+                yield f"cluster {cluster_id}: unreadable record ({exc})"
+                all_found = False
+                continue
+            sizes[cluster_id] = info.size
+            held = np.unique(rep.values).tolist()
+            missing = [fp for fp in held if not postings.set_key_dup(pack_id(fp), key)]
+            indexed_pairs += len(held) - len(missing)
+            # all of the representative, or the part its index need says (dedup.cluster)
+            wanted = len(held) if bound_denominator(rep) is None else indexed_count(len(held), need)
+            if len(held) - len(missing) < wanted:
+                all_found = False
+                if wanted == len(held):
+                    for fp in missing:
+                        yield (
+                            f"cluster {cluster_id}: representative fingerprint {fp:#x} is not "
+                            "indexed"
+                        )
+                else:
+                    yield (
+                        f"cluster {cluster_id}: {len(held) - len(missing)} of its "
+                        f"representative's {len(held)} fingerprints are indexed, fewer than "
+                        f"the {wanted} it needs"
+                    )
+            if not has_document(info.first_doc):
+                yield f"cluster {cluster_id}: first document {info.first_doc} is missing"
+        # Each pair found is a distinct fp_clusters entry; if they are all there and as many
+        # as the entries, there is no other entry. Otherwise look at every entry.
+        if not all_found or indexed_pairs != txn.stat(dbs["fp_clusters"])["entries"]:
+            yield from self._check_every_posting(txn)
+        return sizes, last
+
+    def _check_every_posting(self, txn: Any) -> Iterator[str]:
+        dbs = self._t.dbs
+        cache: dict[int, set[int] | None] = {}
+        for key, value in txn.cursor(db=dbs["fp_clusters"]):
+            fp, cluster_id = unpack_id(key), unpack_id(value)
+            if cluster_id not in cache:
+                if len(cache) > 100_000:
+                    cache.clear()
+                raw = txn.get(value, db=dbs["clusters"])
+                try:
+                    cache[cluster_id] = (
+                        None
+                        if raw is None
+                        else set(parse_cluster(cluster_id, raw)[1].values.tolist())
+                    )
+                except ValueError:
+                    cache[cluster_id] = set()
+            held = cache[cluster_id]
+            if held is None:
+                yield f"fingerprint {fp:#x} points at missing cluster {cluster_id}"
+            elif fp not in held:
+                yield (
+                    f"fingerprint {fp:#x} points at cluster {cluster_id}, whose representative "
+                    "does not hold it"
+                )
+
+    def _check_members(
+        self, txn: Any, sizes: dict[int, int], has_document: Callable[[int], bool]
+    ) -> Iterator[str]:
+        dbs = self._t.dbs
+        members: dict[int, int] = {}
+        for key, value in txn.cursor(db=dbs["members"]):
+            cluster_id, doc_id = unpack_id(key), unpack_id(value)
+            members[cluster_id] = members.get(cluster_id, 0) + 1
+            if txn.get(key, db=dbs["clusters"]) is None:
+                yield f"document {doc_id} is a member of missing cluster {cluster_id}"
+            if not has_document(doc_id):
+                yield f"cluster {cluster_id}: member document {doc_id} is missing"
+            back = txn.get(value, db=dbs["doc_clusters"])
+            if back is None or unpack_id(back) != cluster_id:
+                yield f"cluster {cluster_id}: member {doc_id} is not mapped back to it"
+        for cluster_id, size in sizes.items():
+            if members.get(cluster_id, 0) != size:
+                yield f"cluster {cluster_id}: size {size} but {members.get(cluster_id, 0)} members"
+        mapped = int(txn.stat(dbs["doc_clusters"])["entries"])
+        if mapped != sum(members.values()):
+            yield (
+                f"{mapped} documents are mapped to clusters, "
+                f"but clusters have {sum(members.values())} members"
+            )
+
+    def _check_exact(self, txn: Any, has_document: Callable[[int], bool]) -> Iterator[str]:
+        dbs = self._t.dbs
+        for key, value in txn.cursor(db=dbs["hashes"]):
+            doc_id, cluster_id = _EXACT.unpack_from(value)
+            if not has_document(doc_id):
+                yield f"content hash {unpack_id(key):#x}: document {doc_id} is missing"
+            if txn.get(pack_id(cluster_id), db=dbs["clusters"]) is None:
+                yield f"content hash {unpack_id(key):#x}: cluster {cluster_id} is missing"
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -345,7 +486,9 @@ class LmdbIndex:
 
 
 def parse_cluster(cluster_id: int, value: bytes | memoryview) -> tuple[ClusterInfo, Sketch]:
-    """A ``clusters`` value as its info and representative (for readers such as verify)."""
+    """A ``clusters`` value as its info and representative; ValueError if it is no record."""
+    if len(value) < _CLUSTER.size:
+        raise ValueError(f"a cluster record of {len(value)} bytes is shorter than its header")
     return _parse_info(cluster_id, value), sketch_from_bytes(bytes(value)[_CLUSTER.size :])
 
 

@@ -21,8 +21,9 @@ from dedup.cluster import DROPPED
 
 __all__ = ["DECISIONS", "DROPPED", "DocumentRecord", "PageLocation", "url_of_record", "warc_name"]
 
-#: every decision a document can get (DESIGN.md): the clusterer's, and "skipped" for a page that
-#: could not be tokenised; only "kept" pages reach the page store. The order is the on-disk code.
+#: every decision a document can get (``docs/architecture.md``): the clusterer's, and "skipped"
+#: for a page that could not be tokenised; only "kept" pages reach the page store. The order is
+#: the on-disk code.
 DECISIONS = ("kept", *DROPPED, "skipped")
 
 _WARC_NAME = re.compile(r"^pages-(\d{5,})\.warc\.gz$")

@@ -10,10 +10,10 @@
       manifest.json   the parameters the sketches were made with (storage.manifest)
       writer.lock     held by the one process that writes
 
-**Crash consistency.** The invariant (DESIGN.md) is that the index and the page store agree:
-every stored page is referenced by exactly one committed document, and every committed
-document's page is stored. A batch (:meth:`Store.batch`) writes pages to the WARC file and
-index entries to one LMDB write transaction, and ends in this order:
+**Crash consistency.** The invariant (``docs/architecture.md``) is that the index and the page
+store agree: every stored page is referenced by exactly one committed document, and every
+committed document's page is stored. A batch (:meth:`Store.batch`) writes pages to the WARC
+file and index entries to one LMDB write transaction, and ends in this order:
 
 1. the WARC file is flushed and fsynced;
 2. the LMDB transaction commits, recording the WARC file's new end as the *committed
@@ -24,6 +24,10 @@ past the old committed position; the pages written since are an unreferenced tai
 next writable open (or ``neardup verify``) truncates it. A crash after step 2 loses nothing:
 the pages were durable before the commit that references them. No order of events leaves a
 committed document pointing at a page that is not on disk, or a page that two documents share.
+
+**Checking it.** :meth:`Store.check` (what ``neardup verify`` runs) checks that invariant and
+the rest of the layout, beside the code that writes it: the documents, the meta counters and
+the page store here, the index's databases in :meth:`storage.lmdb_index.LmdbIndex.check`.
 """
 
 from __future__ import annotations
@@ -33,9 +37,9 @@ import hashlib
 import os
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
@@ -51,7 +55,7 @@ from storage.lmdb_index import LmdbIndex
 from storage.log import DedupLog, read_log
 from storage.manifest import FORMAT_VERSION, Manifest
 from storage.pages import Page, PageStore, WarcPosition
-from storage.records import DocumentRecord, PageLocation, url_of_record
+from storage.records import DocumentRecord, PageLocation, url_of_record, warc_name
 
 #: URL → the document decided for it (``url_key`` of the URL → doc id), so that a resumed or
 #: repeated crawl recognises a page it has already decided.
@@ -67,6 +71,25 @@ _POSITION = struct.Struct(">IQ")
 _CHUNK = 1024
 _URL_CHUNK = 8192  # URLs are small: a longer chunk, still a short transaction
 _MAX_ID = 2**63 - 1
+
+
+@dataclass
+class Inventory:
+    """What :meth:`Store.check` counted while it checked."""
+
+    documents: int = 0
+    #: documents whose page is in the page store
+    pages: int = 0
+    clusters: int = 0
+    #: fingerprint → cluster entries
+    fingerprints: int = 0
+    exact_hashes: int = 0
+    warc_files: int = 0
+    #: page records in the WARC files, up to the committed position
+    warc_records: int = 0
+    #: page-store files with data past the last commit: (name, bytes past it), or (name, None)
+    #: for a file wholly past it; what a crash leaves, cut off by the next writable open
+    uncommitted: list[tuple[str, int | None]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -151,7 +174,7 @@ class Store:
         if map_size < 4096:
             raise ValueError(f"map_size must be at least 4096 bytes; got {map_size}")
         index_dir, pages_dir = root / "index", root / "pages"
-        has_index = (index_dir / "data.mdb").is_file()
+        has_index = cls.exists(root)
         lock: BinaryIO | None = None
         if readonly:
             if not has_index:
@@ -206,6 +229,11 @@ class Store:
             lock=lock,
             repairs=repairs,
         )
+
+    @staticmethod
+    def exists(path: str | os.PathLike[str]) -> bool:
+        """Whether there is a store's index at ``path`` (a writable open would make one)."""
+        return (Path(path) / "index" / "data.mdb").is_file()
 
     def close(self) -> None:
         """Abort any open batch, sync and close; the writer lock is released last."""
@@ -382,11 +410,7 @@ class Store:
 
     def stats(self) -> dict[str, int]:
         """Counts and sizes, e.g. for the crawl's ``neardup/…`` stats."""
-        with self._txns.read() as txn:
-            entries = {
-                name: int(txn.stat(self._txns.dbs[name])["entries"])
-                for name in ("docs", "clusters", "fp_clusters", "hashes")
-            }
+        entries = self._entries()
         return {
             "documents": entries["docs"],
             "clusters": entries["clusters"],
@@ -397,6 +421,122 @@ class Store:
             **self._txns.sizes(),
         }
 
+    def _entries(self) -> dict[str, int]:
+        with self._txns.read() as txn:
+            return {
+                name: int(txn.stat(self._txns.dbs[name])["entries"])
+                for name in ("docs", "clusters", "fp_clusters", "hashes")
+            }
+
+    # --- checking the layout (neardup verify) -----------------------------------------------
+
+    def check(self, problem: Callable[[str], None]) -> Inventory:
+        """Check the store's layout and its invariant (see the module docstring); call
+        ``problem`` with each disagreement, one line each; return what was counted.
+
+        Checked here: every document record is readable, its cluster exists, no two
+        documents share a page, every sketch belongs to a document, the document counter is
+        past every document; every document with a page has a WARC response record there, of
+        the same length and URL, and every response record up to the committed position
+        belongs to exactly one document. The index's databases are checked by
+        :meth:`storage.lmdb_index.LmdbIndex.check`.
+
+        The LMDB side is read in one snapshot (:meth:`storage.lmdb_env.Transactions.snapshot`),
+        which also holds the committed WARC position the pages are checked up to, so a check
+        beside a writer sees one committed state. Data past that position is not a problem:
+        it is listed in :attr:`Inventory.uncommitted`.
+        """
+        found = Inventory()
+        with self._txns.snapshot():
+            entries = self._entries()
+            found.documents, found.clusters = entries["docs"], entries["clusters"]
+            found.fingerprints, found.exact_hashes = entries["fp_clusters"], entries["hashes"]
+            for line in self.index.check(self._has_document):
+                problem(line)
+            locations = self._check_documents(problem)
+            found.pages = locations.count
+            position = position_from_bytes(self._txns.get("meta", WARC_KEY))
+        self._check_pages(position, locations, problem, found)
+        return found
+
+    def _has_document(self, doc_id: int) -> bool:
+        with self._txns.read() as txn:
+            return txn.get(pack_id(doc_id), db=self._txns.dbs["docs"]) is not None
+
+    def _check_documents(self, problem: Callable[[str], None]) -> _Locations:
+        """The records, their clusters and the sketches; the page location of each document."""
+        locations = _Locations()
+        last = -1
+        with self._txns.read() as txn:
+            for key, value in txn.cursor(db=self._txns.dbs["docs"]):
+                doc_id = last = unpack_id(key)
+                try:
+                    record = DocumentRecord.from_bytes(value)
+                except ValueError as exc:
+                    problem(f"document {doc_id}: unreadable record ({exc})")
+                    continue
+                if record.cluster_id is not None and not self.index.has_cluster(record.cluster_id):
+                    problem(f"document {doc_id}: its cluster {record.cluster_id} is missing")
+                if record.page is not None:
+                    locations.add(doc_id, record, problem)
+            for key, _ in txn.cursor(db=self._txns.dbs["sketches"]):
+                if not self._has_document(unpack_id(key)):
+                    problem(f"sketch of missing document {unpack_id(key)}")
+        if last >= self._next_doc_id():
+            problem(f"next document id is not past document {last}")
+        return locations
+
+    def _check_pages(
+        self,
+        committed: WarcPosition,
+        locations: _Locations,
+        problem: Callable[[str], None],
+        found: Inventory,
+    ) -> None:
+        """The WARC files up to the ``committed`` position against the documents' locations."""
+        files = dict(self.pages.files())
+        found.warc_files = len(files)
+        for number in range(1, committed.file + 1):
+            if number not in files:
+                problem(f"{warc_name(number)} is missing from {self.pages.directory}")
+        for number, path in sorted(files.items()):
+            if number > committed.file:
+                found.uncommitted.append((path.name, None))
+                continue
+            end = committed.end if number == committed.file else None
+            size = path.stat().st_size
+            if end is not None and size < end:
+                problem(f"{path.name} has {size} bytes, but {end} were committed")
+            elif end is not None and size > end:
+                found.uncommitted.append((path.name, size - end))
+            at = 0
+            try:
+                for rec in self.pages.scan(number, end):
+                    at = rec.offset + rec.length
+                    if rec.type == "warcinfo":
+                        continue
+                    if rec.type != "response":
+                        problem(f"{path.name}:{rec.offset}: unexpected {rec.type} record")
+                        continue
+                    found.warc_records += 1
+                    ref = locations.pages.pop((number, rec.offset), None)
+                    if ref is None:
+                        problem(
+                            f"{path.name}:{rec.offset}: page {rec.url} is referenced by no "
+                            "document"
+                        )
+                        continue
+                    doc_id, length, url = ref
+                    if length != rec.length or url != rec.url:
+                        problem(
+                            f"document {doc_id}: {path.name}:{rec.offset} holds {rec.url} "
+                            f"({rec.length} bytes), the document says {url} ({length} bytes)"
+                        )
+            except Exception as exc:  # a damaged file: say where, keep checking the others
+                problem(f"{path.name}: unreadable after byte {at} ({type(exc).__name__}: {exc})")
+        for (number, offset), (doc_id, _, url) in sorted(locations.pages.items()):
+            problem(f"document {doc_id} ({url}): no WARC record at {warc_name(number)}:{offset}")
+
     # --- the dedup log ----------------------------------------------------------------------
 
     def log(self, run_id: str | None = None) -> DedupLog:
@@ -405,6 +545,29 @@ class Store:
 
     def read_log(self, runs: list[str] | None = None) -> Iterator[dict[str, Any]]:
         return read_log(self.path / "logs", runs)
+
+
+class _Locations:
+    """The page location of each document a check has read: (file number, offset) → (doc id,
+    record length, URL); two documents at one location are a problem."""
+
+    def __init__(self) -> None:
+        self.pages: dict[tuple[int, int], tuple[int, int, str]] = {}
+        #: documents with a page, those sharing one included
+        self.count = 0
+
+    def add(self, doc_id: int, record: DocumentRecord, problem: Callable[[str], None]) -> None:
+        page = record.page
+        assert page is not None
+        self.count += 1
+        where = (page.number, page.offset)
+        if where in self.pages:
+            problem(
+                f"documents {self.pages[where][0]} and {doc_id} share the page at "
+                f"{page.file}:{page.offset}"
+            )
+            return
+        self.pages[where] = (doc_id, page.length, record.url)
 
 
 def _checked_id(doc_id: int) -> int:

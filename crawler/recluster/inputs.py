@@ -8,18 +8,24 @@ the process that sketches it reads, so the pages' bytes need not pass through a 
 and a pipe on the way (a tenth of the work of re-clustering HTML pages).
 A record that cannot be used (a WARC response that is not HTML, a JSON line without the text
 field) is yielded as a document with a ``skip_reason`` so the caller counts and reports it
-instead of stopping or silently losing it.
+instead of stopping or silently losing it. A WARC file that breaks off (cut short, or
+unreadable from some byte on) yields the documents before the break and then one marker that
+says where it broke (:class:`BrokenInput`); the engines count it as a broken file, not as a
+document.
 """
 
 from __future__ import annotations
 
-import gzip
+import contextlib
+import dataclasses
+import io
 import json
+import zlib
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from dedup.canonical import looks_like_html
 from dedup.html_text import charset_of
@@ -53,6 +59,59 @@ class InputError(ValueError):
     """An input that cannot be read at all (missing file, not a WARC); one line for the user."""
 
 
+#: how the skip reason of a :class:`BrokenInput` marker begins (its JSON follows)
+BROKEN = "broken_input "
+
+
+@dataclass(frozen=True)
+class BrokenInput:
+    """A WARC file that breaks off at ``offset``: the ``records`` before it were read whole and
+    their documents used; nothing from ``offset`` on could be.
+
+    It travels to the engine in the stream of documents, as a skipped document whose reason
+    holds it (:meth:`as_source`), because that stream is all that crosses from the process
+    (or Spark executor) that reads a file to the one that counts what was read; the engine
+    turns it back with :meth:`from_reason`.
+    """
+
+    path: str
+    #: where the first record that could not be read whole begins (the end of the last whole
+    #: record): a byte offset in the file as it is on disk, gzipped or not
+    offset: int
+    #: the WARC records before it, of any type
+    records: int
+    cause: str
+
+    def line(self) -> str:
+        """The one line that names the break for the user."""
+        return (f"{self.path}: broken at byte {self.offset}, after {self.records} records "
+                f"({self.cause}); the records before it were used")  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.path, "offset": self.offset, "records": self.records,
+                "cause": self.cause}  # fmt: skip
+
+    def as_source(self) -> SourceDocument:
+        return SourceDocument(self.path, "html", b"",
+                              skip_reason=BROKEN + json.dumps(self.to_dict()))  # fmt: skip
+
+    @classmethod
+    def from_reason(cls, reason: str | None) -> BrokenInput | None:
+        """The break a marker's skip reason holds; None for any other reason.
+
+        >>> cut = BrokenInput("a.warc.gz", 4096, 7, "the record there is incomplete")
+        >>> BrokenInput.from_reason(cut.as_source().skip_reason) == cut
+        True
+        >>> BrokenInput.from_reason("not_json") is None
+        True
+        """
+        if not reason or not reason.startswith(BROKEN):
+            return None
+        data = json.loads(reason[len(BROKEN) :])
+        return cls(str(data["file"]), int(data["offset"]), int(data["records"]),
+                   str(data["cause"]))  # fmt: skip
+
+
 def read_warc(paths: Iterable[str | Path]) -> Iterator[SourceDocument]:
     """HTML ``response`` records of WARC or WARC.gz files (warcio decodes gzip and chunking)."""
     for path in paths:
@@ -65,32 +124,137 @@ def read_warc(paths: Iterable[str | Path]) -> Iterator[SourceDocument]:
 
 
 def read_warc_stream(stream: IO[bytes], path: str | Path) -> Iterator[SourceDocument]:
-    """The documents of one WARC file already open (a local file, or the bytes a Hadoop file
-    system gave Spark); ``path`` names it in errors."""
+    """The documents of one WARC file already open and seekable (a local file, or the bytes a
+    Hadoop file system gave Spark); ``path`` names it in errors and in its break.
+
+    A file that does not begin like a WARC is an :class:`InputError`. One that breaks off
+    later (truncated, or unreadable from some byte on: a damaged gzip member, a record cut
+    short, bytes that are no record) yields the documents of the records before the break,
+    then its :class:`BrokenInput` marker, and ends.
+    """
+    _check_archive_start(stream, path)
+    whole = end = 0  # the records read whole, and where the last of them ends
+    for read in _records(stream):
+        if read.failure is not None or not read.whole:
+            at = _next_start(stream, end) if read.failure is not None else read.offset
+            cause = read.failure or "the record there is incomplete"
+            if read.said:
+                cause += f"; warcio: {read.said}"
+            yield BrokenInput(str(path), at, whole, cause).as_source()
+            return
+        whole, end = whole + 1, read.offset + read.length
+        if read.document is not None:
+            yield read.document
+    at = _next_start(stream, end)
+    if stream.read(1):  # warcio stopped, yet the file goes on
+        yield BrokenInput(str(path), at, whole, "what follows is no record").as_source()
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One step of warcio through a file: a record read to its end, or why none could be."""
+
+    document: SourceDocument | None = None
+    offset: int = 0
+    length: int = 0
+    #: whether the record was read to the end its header declares (see _whole)
+    whole: bool = True
+    #: why the next record could not be read (warcio's exception, as one line)
+    failure: str | None = None
+    #: what warcio wrote to stderr meanwhile, as one line
+    said: str = ""
+
+
+def _records(stream: IO[bytes]) -> Iterator[_Read]:
+    """warcio's records of ``stream``, each read to its end, until the file ends or a record
+    cannot be read (the last step then says why).
+
+    On damaged bytes warcio raises almost anything (a cut header is a record without a URL),
+    and says some things on stderr instead (a damaged gzip member); both become the cause of
+    the break, so that a broken file is one line, the engine's. stderr is taken only while
+    warcio reads, never across a yield.
+    """
     from warcio.archiveiterator import ArchiveIterator
     from warcio.exceptions import ArchiveLoadFailed
 
-    _check_archive_start(stream, path)
+    records = ArchiveIterator(stream)
+    iterator = iter(records)
+    said = io.StringIO()
+    while True:
+        with contextlib.redirect_stderr(said):
+            try:
+                record = next(iterator)
+                document = _response_document(record)
+                offset, length = records.get_record_offset(), records.get_record_length()
+                read = _Read(document, offset, length, _whole(record))
+            except StopIteration:
+                return
+            except Exception as exc:  # noqa: BLE001 - damaged bytes make warcio raise anything
+                # warcio's own message (without the damaged bytes it quotes), else what broke
+                if isinstance(exc, ArchiveLoadFailed):
+                    cause = _one_line(str(exc).split(", first line:")[0])
+                else:
+                    cause = type(exc).__name__
+                read = _Read(failure=f"unreadable record: {cause}")
+        if said.tell():
+            read = dataclasses.replace(read, said=_one_line(said.getvalue()))
+            said = io.StringIO()
+        yield read
+        if read.failure is not None:
+            return
+
+
+def _response_document(record: Any) -> SourceDocument | None:
+    """The document of a WARC ``response`` record (its body read), None for other records."""
+    if record.rec_type != "response":
+        return None
+    url = record.rec_headers.get_header("WARC-Target-URI") or ""
+    body = record.content_stream().read()
+    ctype, status = "", ""
+    if record.http_headers is not None:
+        ctype = (record.http_headers.get_header("Content-Type") or "").lower()
+        status = record.http_headers.get_statuscode() or ""
+    if status and not status.startswith("2"):
+        # the crawler never clusters an error page, whatever its type
+        return SourceDocument(url, "html", b"", skip_reason=f"http_{status}")
+    if "html" in ctype or (not ctype and looks_like_html(body)):
+        return SourceDocument(url, "html", body, encoding=charset_of(ctype or ""))
+    return SourceDocument(url, "html", b"", skip_reason=f"not_html ({ctype or 'no Content-Type'})")
+
+
+def _whole(record: Any) -> bool:
+    """Whether a record was read to the end its header declares. A cut leaves no length (the
+    header itself cut: warcio then reads the record as ending where the file does, or as one
+    of length 0) or a block shorter than its length (warcio's reader is left short of it)."""
+    declared = record.rec_headers.get_header("length" if record.format == "arc" else
+                                             "Content-Length")  # fmt: skip
     try:
-        for record in ArchiveIterator(stream):
-            if record.rec_type != "response":
-                continue
-            url = record.rec_headers.get_header("WARC-Target-URI") or ""
-            body = record.content_stream().read()
-            ctype, status = "", ""
-            if record.http_headers is not None:
-                ctype = (record.http_headers.get_header("Content-Type") or "").lower()
-                status = record.http_headers.get_statuscode() or ""
-            if status and not status.startswith("2"):
-                # the crawler never clusters an error page, whatever its type
-                yield SourceDocument(url, "html", b"", skip_reason=f"http_{status}")
-            elif "html" in ctype or (not ctype and looks_like_html(body)):
-                yield SourceDocument(url, "html", body, encoding=charset_of(ctype or ""))
-            else:
-                reason = f"not_html ({ctype or 'no Content-Type'})"
-                yield SourceDocument(url, "html", b"", skip_reason=reason)
-    except ArchiveLoadFailed as exc:
-        raise InputError(f"{path} is not a WARC file: {exc}") from None
+        int(declared)
+    except (TypeError, ValueError):
+        return False
+    return not getattr(record.raw_stream, "limit", 0)
+
+
+def _next_start(stream: IO[bytes], end: int) -> int:
+    """Where the record after byte ``end`` begins: past the blank lines that close the record
+    before it (in a plain WARC file; a gzip member holds its own). Leaves ``stream`` there."""
+    stream.seek(end)
+    head = stream.read(64)
+    at = end + len(head) - len(head.lstrip(b"\r\n"))
+    stream.seek(at)
+    return at
+
+
+def _one_line(text: str, limit: int = 120) -> str:
+    """warcio's message as one short line: its first paragraph, whitespace collapsed, and
+    only printable ASCII (it may quote damaged bytes).
+
+    >>> _one_line("\\n    ERROR: non-chunked gzip file,\\n    gzip block continues\\n\\nmore")
+    'ERROR: non-chunked gzip file, gzip block continues'
+    """
+    first = " ".join(text.strip().split("\n\n")[0].split())
+    shown = "".join(c if " " <= c <= "~" else "?" for c in first)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
 #: how a WARC (or an ARC, which warcio also reads) file begins, once un-gzipped
@@ -101,21 +265,24 @@ def _check_archive_start(stream: IO[bytes], path: str | Path) -> None:
     """Refuse a file that does not begin like an archive; leave ``stream`` at its start.
 
     warcio alone takes any line of five words for an ARC header, so a JSON Lines file given to
-    ``--warc`` would be "read" as a record of nonsense instead of being refused.
+    ``--warc`` would be "read" as a record of nonsense instead of being refused. A file cut so
+    short that only the first bytes of such a beginning are left passes: it broke off.
     """
     head = stream.read(2)
     stream.seek(0)
-    if head == b"\x1f\x8b":
+    if head == b"\x1f"[: len(head)]:  # a gzip file cut after its first byte, or empty
+        return
+    if head == b"\x1f\x8b":  # only the first bytes: damage further on is a break, not this
         try:
-            with gzip.GzipFile(fileobj=stream) as unzipped:
-                head = unzipped.read(16)
-        except (OSError, EOFError) as exc:
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(stream.read(1024), 16)
+        except zlib.error as exc:
             raise InputError(f"{path} is not a WARC file: bad gzip data ({exc})") from None
         stream.seek(0)
     else:
         head = stream.read(16)
         stream.seek(0)
-    if head and not head.lstrip().startswith(_ARCHIVE_STARTS):
+    start = head.lstrip()
+    if not any(start.startswith(s) or s.startswith(start) for s in _ARCHIVE_STARTS):
         raise InputError(f"{path} is not a WARC file: it begins {head[:16]!r}")
 
 

@@ -12,28 +12,39 @@ stays flat however large the corpus.
 
 The index is a store in its own right: every clustered document gets a record (its id as URL,
 its decision, its cluster, no page), so ``neardup verify`` accepts it, also after a crash —
-each batch of ``BATCH`` documents is one LMDB transaction.
+each batch of ``BATCH`` documents is one LMDB transaction. The records' URL index
+(:meth:`storage.store.Store.find_url`) is also what keeps an id to one line of clusters.jsonl:
+a document whose id was clustered before is skipped as ``repeated_id``, and the ids seen take
+no memory, however large the corpus.
+
+What went wrong with the input is said at the end, one line each, as warnings of this
+module's logger (:meth:`ReclusterResult.input_problems`): each input file that broke off
+(:class:`crawler.recluster.inputs.BrokenInput`), and the repeated ids.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
+import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import IO, Any
 
-from crawler.recluster.inputs import SourceDocument
+from crawler.recluster.inputs import BrokenInput, SourceDocument
 from crawler.recluster.pool import sketched
 from dedup.cluster import Assignment, GreedyClusterer
 from dedup.params import ContentArea, DedupParams, SketchParams
 from dedup.summary import ClusterSummary
+
+log = logging.getLogger(__name__)
 
 #: documents per LMDB write transaction
 BATCH = 512
@@ -41,23 +52,77 @@ BATCH = 512
 MAP_SIZE = 1 << 30
 
 
+#: the skip reason of a document whose id an earlier clustered document had
+REPEATED_ID = "repeated_id"
+#: repeated ids named in the summary's line (the rest are counted)
+REPEATS_NAMED = 5
+
+
 @dataclass
 class ReclusterResult:
+    """What a re-clustering did, for its summary; both engines fill one the same way."""
+
     summary: ClusterSummary
     skipped: Counter[str] = field(default_factory=Counter)
     stats: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    #: the input files that broke off, in the order they were read
+    broken: list[BrokenInput] = field(default_factory=list)
+    #: the first ids skipped as repeated_id, in input order
+    repeated: list[str] = field(default_factory=list)
+
+    def count_skipped(self, reason: str | None, n: int = 1) -> None:
+        """Count ``n`` skipped documents of ``reason``; a broken file's marker (see
+        :class:`~crawler.recluster.inputs.BrokenInput`) is counted as the broken file it is."""
+        broken = BrokenInput.from_reason(reason)
+        if broken is not None:
+            self.broken.extend([broken] * n)
+        else:
+            self.skipped[reason or "unknown"] += n
+
+    def count_repeated(self, n: int, first: Sequence[str]) -> None:
+        """Count ``n`` documents skipped because their id was clustered before, ``first`` the
+        ids of the first of them in input order (a few are enough: the line names five)."""
+        self.skipped[REPEATED_ID] += n
+        self.repeated.extend(first[: max(0, REPEATS_NAMED - len(self.repeated))])
+
+    def input_problems(self) -> list[str]:
+        """One line per input file that broke off, and one for the repeated ids (if any)."""
+        lines = [broken.line() for broken in self.broken]
+        repeats = self.skipped[REPEATED_ID]
+        if repeats:
+            named = ", ".join(_quoted(i) for i in self.repeated)
+            more = ", ..." if repeats > len(self.repeated) else ""
+            lines.append(f"{repeats} document{'s' * (repeats != 1)} skipped as {REPEATED_ID}: "
+                         f"an earlier document had the id ({named}{more})")  # fmt: skip
+        return lines
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "summary": self.summary.to_dict(),
             "skipped": dict(self.skipped),
+            "broken_files": len(self.broken),
+            "broken": [broken.to_dict() for broken in self.broken],
+            "repeated_ids": self.repeated,
             "clustering": self.stats,
             "seconds": round(self.seconds, 3),
             "documents_per_second": round(self.summary.documents / self.seconds, 1)
             if self.seconds
             else None,
         }
+
+
+def warn_input_problems(result: ReclusterResult) -> None:
+    """Say :meth:`ReclusterResult.input_problems` as warnings: on stderr when nothing else
+    handles this logger (Python's last resort), around any progress bar there."""
+    lines = result.input_problems()
+    if not lines:
+        return
+    from tqdm import tqdm
+
+    with tqdm.external_write_mode(file=sys.stderr):
+        for line in lines:
+            log.warning("%s", line)
 
 
 # --- the parent side: greedy clustering over the LMDB index ------------------------------------
@@ -109,7 +174,10 @@ def recluster(
                 for doc in islice(stream, BATCH):
                     taken += 1
                     if doc.sketch is None:
-                        result.skipped[doc.skip_reason or "unknown"] += 1
+                        result.count_skipped(doc.skip_reason)
+                        continue
+                    if store.find_url(doc.id) is not None:
+                        result.count_repeated(1, [doc.id])
                         continue
                     doc_id = store.next_doc_id()
                     assignment = clusterer.assign(doc_id, doc.sketch, doc.content_hash)
@@ -126,6 +194,7 @@ def recluster(
                 break
         result.stats = {**clusterer.stats, "map_growths": store.map_growths}
     result.seconds = time.perf_counter() - started
+    warn_input_problems(result)
     return result
 
 

@@ -22,7 +22,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -209,135 +209,207 @@ def collect(
     if top_clusters < 0 or max_dropped < 0:
         raise ValueError("top_clusters and max_dropped must be >= 0")
     with Store.open(path, readonly=True) as store:
-        # 1. the clusters: the paper's table, the size distribution and the largest, one pass
-        sizes: Counter[int] = Counter()
-        top: list[tuple[int, int]] = []  # a min-heap of (size, -cluster id)
+        manifest = store.manifest
+        clusters = _scan_clusters(store.index.clusters(), top_clusters)
+        members = {c: store.index.members(c) for c in clusters.largest}
+        listed = {d for ids in members.values() for d in ids}
+        docs = _scan_documents(store.documents(), listed, max_dropped)
+        log = _scan_log(_log(store), docs.shown)
+        threshold, source, notes = _threshold(threshold, configured, log.thresholds)
+        if not log.runs and docs.decisions:
+            notes = ["the store has no dedup log: skip reasons and estimates are unknown", *notes]
 
-        def clusters() -> Iterator[ClusterInfo]:
-            for info in store.index.clusters():
-                sizes[info.size] += 1
-                if info.size > 1 and top_clusters:
-                    item = (info.size, -info.cluster_id)
-                    if len(top) < top_clusters:
-                        heapq.heappush(top, item)
-                    elif item > top[0]:
-                        heapq.heapreplace(top, item)
-                yield info
-
-        summary = ClusterSummary.from_clusters(clusters())
-        largest_ids = [-neg for _, neg in sorted(top, reverse=True)]  # biggest, then oldest
-        members = {c: store.index.members(c) for c in largest_ids}
-        wanted = {d for ids in members.values() for d in ids}
-
-        # 2. the documents: every decision, the time span, the pages to show
-        decisions: Counter[str] = Counter()
-        first = last = None
-        records: dict[int, DocumentRecord] = {}
-        dropped_ids: list[int] = []
-        skipped_ids: list[int] = []
-        dropped_total = 0
-        for doc_id, record in store.documents():
-            decisions[record.decision] += 1
-            first = record.time if first is None else min(first, record.time)
-            last = record.time if last is None else max(last, record.time)
-            keep = doc_id in wanted
-            if record.decision in DROPPED:
-                dropped_total += 1
-                if len(dropped_ids) < max_dropped:
-                    dropped_ids.append(doc_id)
-                    keep = True
-            elif record.decision == "skipped" and len(skipped_ids) < max_dropped:
-                skipped_ids.append(doc_id)
-                keep = True
-            if keep:
-                records[doc_id] = record
-
-        # 3. the dedup log: skip reasons, the estimates that dropped pages, the shown lines
-        skipped: Counter[str] = Counter()
-        skipped_logged: set[int] = set()
-        near_estimates: list[float] = []
-        sample_sizes: Counter[int] = Counter()
-        thresholds: set[float] = set()
-        entries: dict[int, dict[str, Any]] = {}
-        runs: set[str] = set()
-        for entry in _log(store):
-            runs.add(str(entry.get("run")))
-            decision, logged_id = entry.get("decision"), _int(entry.get("doc_id"))
-            if decision == "skipped" and logged_id is not None and logged_id not in skipped_logged:
-                skipped_logged.add(logged_id)
-                skipped[str(entry.get("reason") or "unknown")] += 1
-            elif decision in ("near_duplicate", "contained"):
-                estimate = _number(entry.get("resemblance"))
-                if estimate is not None:
-                    near_estimates.append(estimate)
-                size = _int(entry.get("sample_size"))
-                if size:
-                    sample_sizes[size] += 1
-                found = _threshold_in(entry.get("reason"))
-                if found is not None:
-                    thresholds.add(found)
-            if logged_id is not None and logged_id in records:
-                entries[logged_id] = entry
-        unlogged = decisions["skipped"] - len(skipped_logged)
-        if unlogged > 0:
-            skipped["unknown (no log line)"] += unlogged
-
-        notes: list[str] = []
-        if not runs and decisions:
-            notes.append("the store has no dedup log: skip reasons and estimates are unknown")
-        logged = thresholds.pop() if len(thresholds) == 1 else None
-        if threshold is not None:
-            source = "--threshold"
-            if logged is not None and logged != threshold:
-                notes.append(f"the dedup log says the crawl used threshold {logged:g}")
-        elif logged is not None:
-            threshold, source = logged, "the dedup log"
-        else:
-            threshold, source = configured, "the configuration; the dedup log names none"
-
-        rows = {d: _row(d, r, entries.get(d, {})) for d, r in records.items()}
-        largest = []
-        for cluster_id in largest_ids:
-            info = store.index.cluster(cluster_id)
-            shown = [rows[d] for d in members[cluster_id] if d in rows]
-            for row in shown:  # titles only for the pages listed: one WARC record each
-                _add_title(store, records[row.doc_id], row)
-            largest.append(ClusterView(cluster_id, info.size, info.identical, shown))
-
-        dropped = []
-        for d in dropped_ids:
-            dropped.append(_explained(store, rows[d], entries.get(d)))
-            if on_explained is not None:
-                on_explained(len(dropped), len(dropped_ids))
-        near_exact = [
-            r
-            for v in dropped
-            if v.row.decision != "exact_duplicate" and (r := v.exact_resemblance) is not None
+        # titles only for the pages of the largest clusters: one WARC record each
+        titles = {d: _title(store, docs.shown[d]) for d in listed if d in docs.shown}
+        rows = {
+            d: _row(d, record, log.entries.get(d, {}), titles.get(d))
+            for d, record in docs.shown.items()
+        }
+        largest = [
+            _cluster_view(store.index.cluster(c), members[c], rows) for c in clusters.largest
         ]
+        dropped = _explain_all(store, [rows[d] for d in docs.dropped], log.entries, on_explained)
         return ReportData(
             store=str(Path(path)),
-            params=store.params,
-            area=store.manifest.canonical,
+            params=manifest.sketch,
+            area=manifest.canonical,
             threshold=threshold,
             containment=containment,
             threshold_source=source,
             generated=time.time() if now is None else now,
-            first_time=first,
-            last_time=last,
-            runs=sorted(runs),
-            decisions=decisions,
-            skipped=skipped,
-            summary=summary,
-            sizes=sizes,
+            first_time=docs.first_time,
+            last_time=docs.last_time,
+            runs=sorted(log.runs),
+            decisions=docs.decisions,
+            skipped=_skip_reasons(log, docs.decisions["skipped"]),
+            summary=clusters.summary,
+            sizes=clusters.sizes,
             largest=largest,
             dropped=dropped,
-            dropped_total=dropped_total,
-            skipped_pages=[rows[d] for d in skipped_ids],
-            near_estimates=near_estimates,
-            near_exact=near_exact,
-            sample_sizes=sample_sizes,
+            dropped_total=docs.dropped_total,
+            skipped_pages=[rows[d] for d in docs.skipped],
+            near_estimates=log.near_estimates,
+            near_exact=[
+                r
+                for v in dropped
+                if v.row.decision != "exact_duplicate" and (r := v.exact_resemblance) is not None
+            ],
+            sample_sizes=log.sample_sizes,
             notes=notes,
         )
+
+
+# --- the three passes: each reads one part of the store once, and returns what it found -------
+
+
+@dataclass
+class _Clusters:
+    summary: ClusterSummary
+    #: cluster size → number of clusters of that size
+    sizes: Counter[int]
+    #: the largest clusters of two or more, biggest first, then oldest
+    largest: list[int]
+
+
+def _scan_clusters(clusters: Iterable[ClusterInfo], top: int) -> _Clusters:
+    """The paper's table, the size distribution and the ``top`` largest clusters, in one pass."""
+    summary = ClusterSummary()
+    sizes: Counter[int] = Counter()
+    heap: list[tuple[int, int]] = []  # a min-heap of (size, -cluster id)
+    for info in clusters:
+        summary.add_cluster(info)
+        sizes[info.size] += 1
+        if info.size > 1 and top:
+            item = (info.size, -info.cluster_id)
+            if len(heap) < top:
+                heapq.heappush(heap, item)
+            elif item > heap[0]:
+                heapq.heapreplace(heap, item)
+    return _Clusters(summary, sizes, [-neg for _, neg in sorted(heap, reverse=True)])
+
+
+@dataclass
+class _Documents:
+    #: documents by decision
+    decisions: Counter[str] = field(default_factory=Counter)
+    first_time: float | None = None
+    last_time: float | None = None
+    #: the records of the pages the report lists, by doc id
+    shown: dict[int, DocumentRecord] = field(default_factory=dict)
+    #: the first dropped and skipped pages, in crawl order
+    dropped: list[int] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    dropped_total: int = 0
+
+
+def _scan_documents(
+    documents: Iterable[tuple[int, DocumentRecord]], listed: set[int], limit: int
+) -> _Documents:
+    """Every decision and the time span; the records of the ``listed`` pages and of the first
+    ``limit`` dropped and skipped pages."""
+    found = _Documents()
+    for doc_id, record in documents:
+        found.decisions[record.decision] += 1
+        t = record.time
+        found.first_time = t if found.first_time is None else min(found.first_time, t)
+        found.last_time = t if found.last_time is None else max(found.last_time, t)
+        show = doc_id in listed
+        if record.decision in DROPPED:
+            found.dropped_total += 1
+            if len(found.dropped) < limit:
+                found.dropped.append(doc_id)
+                show = True
+        elif record.decision == "skipped" and len(found.skipped) < limit:
+            found.skipped.append(doc_id)
+            show = True
+        if show:
+            found.shown[doc_id] = record
+    return found
+
+
+@dataclass
+class _Log:
+    runs: set[str] = field(default_factory=set)
+    #: skipped pages by the reason of their first log line
+    skip_reasons: Counter[str] = field(default_factory=Counter)
+    skipped_logged: int = 0
+    #: estimated resemblance of each dropped near duplicate (and contained page)
+    near_estimates: list[float] = field(default_factory=list)
+    sample_sizes: Counter[int] = field(default_factory=Counter)
+    #: the thresholds the near-duplicate reasons name
+    thresholds: set[float] = field(default_factory=set)
+    #: the last log line of each page shown, by doc id
+    entries: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def _scan_log(entries: Iterable[dict[str, Any]], shown: Container[int]) -> _Log:
+    """Skip reasons, the estimates that dropped pages, and the log lines of the pages shown."""
+    found = _Log()
+    skipped: set[int] = set()
+    for entry in entries:
+        found.runs.add(str(entry.get("run")))
+        decision, logged_id = entry.get("decision"), _int(entry.get("doc_id"))
+        if decision == "skipped" and logged_id is not None and logged_id not in skipped:
+            skipped.add(logged_id)
+            found.skip_reasons[str(entry.get("reason") or "unknown")] += 1
+        elif decision in ("near_duplicate", "contained"):
+            estimate = _number(entry.get("resemblance"))
+            if estimate is not None:
+                found.near_estimates.append(estimate)
+            size = _int(entry.get("sample_size"))
+            if size:
+                found.sample_sizes[size] += 1
+            threshold = _threshold_in(entry.get("reason"))
+            if threshold is not None:
+                found.thresholds.add(threshold)
+        if logged_id is not None and logged_id in shown:
+            found.entries[logged_id] = entry
+    found.skipped_logged = len(skipped)
+    return found
+
+
+# --- what the passes' findings add up to ----------------------------------------------------
+
+
+def _skip_reasons(log: _Log, skipped: int) -> Counter[str]:
+    """Skipped pages by reason; those the log has no line for, as unknown."""
+    reasons = Counter(log.skip_reasons)
+    if skipped > log.skipped_logged:
+        reasons["unknown (no log line)"] += skipped - log.skipped_logged
+    return reasons
+
+
+def _threshold(
+    given: float | None, configured: float, logged: set[float]
+) -> tuple[float, str, list[str]]:
+    """The threshold the report draws, where it came from, and a note if the log disagrees."""
+    found = next(iter(logged)) if len(logged) == 1 else None
+    if given is not None:
+        if found is not None and found != given:
+            return given, "--threshold", [f"the dedup log says the crawl used threshold {found:g}"]
+        return given, "--threshold", []
+    if found is not None:
+        return found, "the dedup log", []
+    return configured, "the configuration; the dedup log names none", []
+
+
+def _cluster_view(info: ClusterInfo, members: list[int], rows: dict[int, PageRow]) -> ClusterView:
+    return ClusterView(info.cluster_id, info.size, info.identical,
+                       [rows[d] for d in members if d in rows])  # fmt: skip
+
+
+def _explain_all(
+    store: Store,
+    rows: list[PageRow],
+    entries: dict[int, dict[str, Any]],
+    on_explained: Callable[[int, int], None] | None,
+) -> list[DroppedView]:
+    views: list[DroppedView] = []
+    for row in rows:
+        views.append(_explained(store, row, entries.get(row.doc_id)))
+        if on_explained is not None:
+            on_explained(len(views), len(rows))
+    return views
 
 
 def _log(store: Store) -> Iterator[dict[str, Any]]:
@@ -370,7 +442,9 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _row(doc_id: int, record: DocumentRecord, entry: dict[str, Any]) -> PageRow:
+def _row(
+    doc_id: int, record: DocumentRecord, entry: dict[str, Any], title: str | None = None
+) -> PageRow:
     def text(key: str) -> str | None:
         value = entry.get(key)
         return value if isinstance(value, str) else None
@@ -388,6 +462,7 @@ def _row(doc_id: int, record: DocumentRecord, entry: dict[str, Any]) -> PageRow:
         containment=_number(entry.get("containment")),
         matches=_int(entry.get("matches")),
         sample_size=_int(entry.get("sample_size")),
+        title=title,
     )
 
 
@@ -427,10 +502,11 @@ def page_title(body: bytes, limit: int = 160) -> str | None:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _add_title(store: Store, record: DocumentRecord, row: PageRow) -> None:
+def _title(store: Store, record: DocumentRecord) -> str | None:
+    """The title of a stored page (one WARC record read), for the pages the report lists."""
     if record.page is None:
-        return
+        return None
     try:
-        row.title = page_title(store.read_page(record.page)[3])
+        return page_title(store.read_page(record.page)[3])
     except Exception:  # noqa: BLE001 - a damaged WARC record costs a title, not the report
-        row.title = None
+        return None

@@ -1,7 +1,7 @@
 """SIGKILL a writer at random moments, many times: the store stays consistent, nothing is lost.
 
-The invariant (DESIGN.md): a crash at any instant leaves a store that verify accepts after the
-next start, with no kept page lost and none stored twice.
+The invariant (``docs/architecture.md``): a crash at any instant leaves a store that verify
+accepts after the next start, with no kept page lost and none stored twice.
 """
 
 from __future__ import annotations

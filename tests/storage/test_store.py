@@ -253,3 +253,27 @@ def test_a_store_made_before_content_areas_reads_as_all(tmp_path):
     with pytest.raises(StoreMismatchError, match="canonical.content_area=all; this run asks for "
                                                  "main"):  # fmt: skip
         Store.open(path, SketchParams(), area=ContentArea("main"), readonly=True)
+
+
+def test_a_snapshot_reads_one_committed_state_while_a_writer_commits(tmp_path):
+    from storage import lmdb_env
+    from storage.lmdb_env import Transactions, pack_id
+
+    with Store.open(tmp_path / "s") as writer:
+        with writer.batch():
+            add_kept(writer)
+        shared = lmdb_env.acquire(tmp_path / "s" / "index", readonly=True, map_size=1 << 20)
+        try:
+            reader = Transactions(shared.env, shared.dbs)
+            with reader.snapshot():
+                with writer.batch():  # committed while the snapshot lasts: not in it
+                    add_kept(writer)
+                assert reader.get("docs", pack_id(0)) is not None
+                with reader.read() as txn:
+                    assert txn.get(pack_id(1), db=shared.dbs["docs"]) is None
+                assert reader.get("docs", pack_id(1)) is None
+                with pytest.raises(RuntimeError, match="inside it"):
+                    reader.begin_batch()
+            assert reader.get("docs", pack_id(1)) is not None
+        finally:
+            lmdb_env.release(shared)

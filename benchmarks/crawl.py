@@ -175,7 +175,7 @@ def _time_pipelines() -> dict[str, float]:
     wrap(DedupPipeline, "process_item", "dedup")
     wrap(StoragePipeline, "process_item", "storage")
     wrap(Worker, "_readable", "session")
-    wrap(DedupSession, "_settle", "session")
+    wrap(DedupSession, "_resolve", "session")
     wrap(DedupSession, "_tick", "session")
     wrap(DedupSession, "open", "session")
     wrap(DedupSession, "close", "session")

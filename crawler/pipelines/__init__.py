@@ -118,7 +118,7 @@ class DedupPipeline:
     def process_item(self, item: Any) -> Any:
         """Decide the page (in the worker): an awaitable of the item, or of its drop."""
         if not self.session.clean:
-            raise StoreFailed(STOPPING, log_level="WARNING")
+            raise StoreFailed(STOPPING, log_level="INFO")
         return self.session.run("decide", item)
 
 
@@ -157,5 +157,5 @@ class StoragePipeline:
         if s.fused:
             return item  # the dedup stage's step stored it already (crawler.work.steps)
         if not s.clean:
-            raise StoreFailed(STOPPING, log_level="WARNING")
+            raise StoreFailed(STOPPING, log_level="INFO")
         return s.run("store", item)

@@ -308,8 +308,9 @@ class DedupSession:
         self.failure = failure
         bug = failure.kind == "bug"
         self.stats.inc_value("neardup/internal_error" if bug else "neardup/store_error")
+        said = f"the store failed: {failure.line}" if failure.kind == "store" else failure.line
         details = f"\n{failure.details}" if failure.details else ""
-        logger.error("neardup: %s; stopping the crawl%s", failure.line, details,
+        logger.error("neardup: %s; stopping the crawl%s", said, details,
                      extra={"neardup_failure": failure.line})  # fmt: skip
         crawler = self._crawler()
         engine = crawler.engine if crawler is not None else None

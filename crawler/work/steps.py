@@ -68,6 +68,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import lmdb
@@ -77,7 +78,7 @@ from dedup.cluster import GreedyClusterer
 from dedup.document import Sketcher
 from dedup.html_text import DocumentTooDeep
 from dedup.units import JoinedTokens
-from storage.errors import StoreError
+from storage.errors import StoreError, StoreWriteError
 from storage.records import DocumentRecord
 from storage.store import Store
 from storage.texts import stored_text
@@ -108,12 +109,16 @@ class Pending:
 
 @dataclass
 class Tally:
-    """What this run decided (the command's end summary reads it)."""
+    """What this run decided and committed (the command's end summary reads it): a decision
+    is counted once the batch holding it has committed, so a summary never counts a page the
+    store does not have."""
 
     decisions: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     already_decided: int = 0
     commits: int = 0
+    #: decisions made but lost with a batch that could not commit (decided again next run)
+    not_committed: int = 0
 
 
 @dataclass(frozen=True)
@@ -127,18 +132,25 @@ class Failure:
     details: str = ""
 
     @classmethod
-    def of(cls, exc: BaseException, url: str | None) -> Failure:
-        """The failure an exception raised in a step means (module doc, *Failures*)."""
+    def of(cls, exc: BaseException, url: str | None, store: str | None = None) -> Failure:
+        """The failure an exception raised in a step means (module doc, *Failures*); a store
+        failure is said as its cause and the place in ``store`` (:class:`StoreWriteError`)."""
         details = "".join(traceback.format_exception(exc)).rstrip()
-        what = f"{type(exc).__name__}: {_one_line(str(exc)) or 'no message'}"
+        if isinstance(exc, StoreError):
+            return cls("store", _one_line(str(exc)), details)
         if isinstance(exc, STORE_FAILURES):
-            return cls("store", f"writing to the store failed ({what})", details)
+            root = Path(store) if store is not None else Path(".")
+            where = root / "index" if isinstance(exc, lmdb.Error) else root
+            return cls("store", _one_line(str(StoreWriteError.of(exc, where))), details)
         where = f" while deciding {url}" if url else ""
+        what = f"{type(exc).__name__}: {_one_line(str(exc)) or 'no message'}"
         return cls("bug", f"internal error{where} ({what})", details)
 
     @property
     def drop_message(self) -> str:
         """The one-line message of the drop of the page whose step failed."""
+        if self.kind == "store":
+            return f"not decided: the store failed ({self.line})"
         return f"not decided: {self.line}"
 
 
@@ -405,12 +417,15 @@ class StoreWork:
             if self.clean:
                 self.commit()
         except Exception as exc:  # noqa: BLE001 - named by Failure.of, reported by the session
-            self.fail(Failure.of(exc, None))
+            self.fail(Failure.of(exc, None, self.config.store))
         finally:
             self.abort()
+        sizes = self.store.stats() if self.store is not None and self.clean else {}
+        try:
+            self.close()
+        except STORE_FAILURES as exc:
+            self.fail(Failure.of(exc, None, self.config.store))
         error = self.failure if was_clean and not self.clean else None
-        sizes = self.store.stats() if self.store is not None else {}
-        self.close()
         return {**self.totals(), "sizes": sizes, "error": error}
 
     def totals(self) -> dict[str, Any]:
@@ -420,12 +435,21 @@ class StoreWork:
                 "not_stored": self.not_stored_count, "cpu": None}  # fmt: skip
 
     def close(self) -> None:
+        """Close the log and the store. After a failure they may fail to close too (the disk
+        that refused the batch refuses their last flush): that is logged, not raised, since
+        the failure was reported already and the next open repairs what is left."""
         self.abort()
-        if self.log is not None:
-            self.log.close()
-        if self.store is not None:
-            self.store.close()
-            self.store = None
+        log, self.log = self.log, None
+        store, self.store = self.store, None
+        for part in (log, store):
+            if part is None:
+                continue
+            try:
+                part.close()
+            except STORE_FAILURES as exc:
+                if self.clean:
+                    raise
+                logger.debug("neardup: closing %s after a failure: %s", type(part).__name__, exc)
 
     # --- failures -------------------------------------------------------------------------------
 
@@ -435,7 +459,7 @@ class StoreWork:
         try:
             return step()
         except Exception as exc:  # noqa: BLE001 - each kind is named by Failure.of
-            return self.failed(Failure.of(exc, url))
+            return self.failed(Failure.of(exc, url, self.config.store))
 
     def failed(self, failure: Failure) -> Outcome:
         """Stop the work for ``failure``: abort the batch, forget its log lines and the pages
@@ -443,13 +467,13 @@ class StoreWork:
         if failure.kind == "bug":
             logger.debug("neardup: %s\n%s", failure.line, failure.details)
         self.fail(failure)
-        return Outcome(drop="store_failed", message=failure.drop_message, level="WARNING",
+        return Outcome(drop="store_failed", message=failure.drop_message, level="INFO",
                        failure=failure)  # fmt: skip
 
     def stopped(self) -> Outcome:
         """The drop of a page that arrives once the work has stopped; it carries the failure
         again, so that whichever outcome the session reads first stops the crawl."""
-        return Outcome(drop="store_failed", message=STOPPING, level="WARNING",
+        return Outcome(drop="store_failed", message=STOPPING, level="INFO",
                        failure=self.failure)  # fmt: skip
 
     def _item_done_outcome(self) -> Outcome:
@@ -511,11 +535,9 @@ class StoreWork:
         self.seconds[part] = self.seconds.get(part, 0.0) + seconds
 
     def queue(self, entry: dict[str, Any]) -> None:
-        """A decision's log line, written once the batch holding it has committed."""
+        """A decision's log line, written (and counted) once the batch holding it has
+        committed."""
         self._queued.append(entry)
-        self.tally.decisions[entry["decision"]] += 1
-        if entry["decision"] == "skipped":
-            self.tally.skipped[entry["reason"] or "unknown"] += 1
 
     def item_done(self) -> None:
         """One decision is complete; commit if the batch is full or old enough."""
@@ -544,15 +566,14 @@ class StoreWork:
         if self._batch is not None:
             started = time.perf_counter()
             batch, self._batch = self._batch, None
-            try:
-                batch.__exit__(None, None, None)
-            except Exception:
-                self.clean = False
-                self._queued.clear()
-                raise
+            batch.__exit__(None, None, None)  # a failure: fail() forgets the queued lines
             self.tally.commits += 1
             self.spent("store", time.perf_counter() - started)
         queued, self._queued = self._queued, []
+        for entry in queued:
+            self.tally.decisions[entry["decision"]] += 1
+            if entry["decision"] == "skipped":
+                self.tally.skipped[entry["reason"] or "unknown"] += 1
         if self.log is not None and queued:
             self.log.write_many(queued)
         return True
@@ -572,6 +593,7 @@ class StoreWork:
         if self.failure is None:
             self.failure = failure
         self.abort()
+        self.tally.not_committed += len(self._queued) + len(self.pending)
         self._queued.clear()
         self.pending.clear()
 

@@ -185,6 +185,15 @@ class CrawlOutcome:
     def decided(self) -> int:
         return sum(self.decisions.values())
 
+    @property
+    def links_not_followed(self) -> dict[str, int]:
+        """Links not followed, by why: ``duplicate_budget`` (the links of duplicates past
+        ``crawl.duplicate_link_budget``, on ``duplicate_budget_pages`` pages)."""
+        return {
+            "duplicate_budget": self.stats.get("neardup/links/duplicate_budget", 0),
+            "duplicate_budget_pages": self.stats.get("neardup/duplicate_budget_pages", 0),
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "store": str(self.store),
@@ -202,6 +211,7 @@ class CrawlOutcome:
             "skipped": dict(sorted(self.skipped.items())),
             "already_decided": self.already_decided,
             "not_committed": self.not_committed,
+            "links_not_followed": self.links_not_followed,
             "error": self.error,
             "notes": self.notes,
             "stats": {k: v for k, v in sorted(self.stats.items()) if k.startswith("neardup/")},
@@ -232,6 +242,14 @@ class CrawlOutcome:
         if self.already_decided:
             lines.append(
                 f"  already decided    {self.already_decided:>7,}   by an earlier run; passed over"
+            )
+        held = self.links_not_followed
+        if held["duplicate_budget"]:
+            pages = held["duplicate_budget_pages"]
+            lines.append(
+                f"  links not followed {held['duplicate_budget']:>7,}   on {pages:,} "
+                f"duplicate{'' if pages == 1 else 's'} past crawl.duplicate_link_budget "
+                "(a spider trap ends)"
             )
         if self.not_committed:
             lines.append(

@@ -257,7 +257,9 @@ class DedupSession:
             self._stop_crawl(outcome.failure)
         if outcome.drop is None:
             return None
-        return DROPS[outcome.drop](outcome.message, log_level=outcome.level)
+        drop = DROPS[outcome.drop](outcome.message, log_level=outcome.level)
+        drop.run, drop.follow_links = outcome.run, outcome.follow_links
+        return drop
 
     def _item_future(self, outcome: asyncio.Future[Outcome], item: Any) -> asyncio.Future[Any]:
         """The future a stage returns for ``item``, from the future of the worker's outcome:
@@ -422,6 +424,9 @@ def session_settings(settings: BaseSettings) -> SessionSettings:
     store = settings.get("NEARDUP_STORE", defaults.NEARDUP_STORE)
     if not store:
         raise ValueError("NEARDUP_STORE must name a directory")
+    budget = _duplicate_budget(
+        settings.get("NEARDUP_DUPLICATE_BUDGET", defaults.NEARDUP_DUPLICATE_BUDGET)
+    )
     return SessionSettings(
         store=data_path(store),
         sketch=sketch_params,
@@ -433,4 +438,19 @@ def session_settings(settings: BaseSettings) -> SessionSettings:
         worker=worker,
         keep_text=settings.getbool("NEARDUP_KEEP_TEXT", defaults.NEARDUP_KEEP_TEXT),
         max_text_bytes=max_text_bytes,
+        duplicate_budget=budget,
     )
+
+
+def _duplicate_budget(value: Any) -> int | None:
+    """``NEARDUP_DUPLICATE_BUDGET`` as the work takes it: a count, or None for no budget
+    (given as a negative number or "none": Scrapy's settings cannot hold None)."""
+    if isinstance(value, str) and value.strip().lower() in ("none", "null"):
+        return None
+    try:
+        budget = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"NEARDUP_DUPLICATE_BUDGET must be a whole number (negative: no budget); got {value!r}"
+        ) from None
+    return None if budget < 0 else budget

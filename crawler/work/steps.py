@@ -73,6 +73,7 @@ from typing import TYPE_CHECKING, Any
 
 import lmdb
 
+from crawler.work.links import DUPLICATE_DECISIONS, follows_links, run_after
 from dedup.canonical import document_tokens
 from dedup.cluster import GreedyClusterer
 from dedup.document import Sketcher
@@ -159,7 +160,8 @@ class Outcome:
     """What a step made of a page, as plain data (it crosses the pipe from the worker).
 
     ``drop`` names the ``DropItem`` subclass to raise (``crawler.pipelines.DROPS``), with its
-    ``message`` and log level; None passes the item on. ``counts`` are the ``neardup/`` stats to
+    ``message`` and log level, and whether the page's links are followed; None passes the item
+    on. ``counts`` are the ``neardup/`` stats to
     add one to (counted on the event-loop thread, where Scrapy's stats live). ``failure`` says
     that the work stopped, and why: the crawl is stopped.
     """
@@ -171,6 +173,10 @@ class Outcome:
     #: the WARC bytes of a page stored in this step (``neardup/stored_bytes``)
     stored_bytes: int = 0
     failure: Failure | None = None
+    #: a dropped page's run along its link path, and whether its links are followed
+    #: (:mod:`crawler.work.links`); a page passed on has its links followed
+    run: tuple[int, int] | None = None
+    follow_links: bool = False
 
 
 _DECIDED = ("neardup/decided",)
@@ -259,11 +265,18 @@ class StoreWork:
         known = store.find_url(page.url)
         if known is not None:
             self.tally.already_decided += 1
+            # its links are followed as they were when it was decided: a resumed crawl
+            # re-derives them, and stops at a trap where the first crawl stopped
+            record = store.document(known)
+            copied = record is not None and record.decision in DUPLICATE_DECISIONS
+            run = run_after(page.run, record.cluster_id if copied and record else None)
             return Outcome(
                 drop="already_decided",
                 message=f"already decided: {page.url} is document {known} of the store",
                 level="DEBUG",
                 counts=("neardup/already_decided",),
+                run=run,
+                follow_links=follows_links(run, self.config.duplicate_budget),
             )
         if page.skip_reason:
             # the item's maker (our spider) counts neardup/skipped/<reason> for its own reasons
@@ -340,6 +353,10 @@ class StoreWork:
         entry = _decision_entry(page, kind, doc_id, assignment.cluster_id, made, decision,
                                 duplicate_of, self.config.dedup.threshold,
                                 self.config.dedup.containment)  # fmt: skip
+        run = run_after(page.run, assignment.cluster_id if kind != "kept" else None)
+        follow = follows_links(run, self.config.duplicate_budget)
+        if not follow and page.links:
+            entry["links_not_followed"] = page.links  # the duplicate budget (crawler.work.links)
         if kind == "kept" and location is None and self.storing:
             self.pending[page.url] = Pending(doc_id, record, entry)
             return Outcome(counts=_DECIDED)
@@ -350,7 +367,8 @@ class StoreWork:
         if kind == "kept":
             return Outcome(counts=_KEPT, stored_bytes=location.length if location else 0)
         return Outcome(drop=kind, message=_drop_message(kind, duplicate_of, decision),
-                       level="INFO", counts=("neardup/decided", f"neardup/{kind}"))  # fmt: skip
+                       level="INFO", counts=("neardup/decided", f"neardup/{kind}"),
+                       run=run, follow_links=follow)  # fmt: skip
 
     def store_page(self, page: PageView) -> Outcome:
         """The storage stage's step (unfused): append the kept page, record where it is."""
@@ -512,8 +530,10 @@ class StoreWork:
                           status=page.status))  # fmt: skip
         self.item_done()
         counts = ("neardup/skipped", f"neardup/skipped/{reason}") if count_reason else _SKIPPED
+        # a page the spider skipped comes without links; one skipped here (it could not be
+        # sketched) is no copy of anything, and its links are followed
         return Outcome(drop="skipped", message=f"skipped ({reason}): {detail or reason}",
-                       level="DEBUG", counts=counts)  # fmt: skip
+                       level="DEBUG", counts=counts, follow_links=True)  # fmt: skip
 
     # --- the batch ------------------------------------------------------------------------------
 

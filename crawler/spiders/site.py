@@ -376,13 +376,17 @@ class SiteSpider(Spider):
             return
         depth = response.meta.get(DEPTH, 0) + 1
         for request in self._requests_for(links, depth, run):
-            for middleware in self._middlewares:
-                request = middleware.get_processed_request(request, response)
-                if request is None:
-                    break
-            else:
-                if not self._schedule(request):
-                    return
+            processed = self._through_middlewares(request, response)
+            if processed is not None and not self._schedule(processed):
+                return
+
+    def _through_middlewares(self, request: Request, response: Response) -> Request | None:
+        """``request`` as Scrapy's depth and referer middlewares would have passed it on."""
+        for middleware in self._middlewares:
+            request = middleware.get_processed_request(request, response)
+            if request is None:
+                return None
+        return request
 
     def _schedule(self, request: Request) -> bool:
         """Hand ``request`` to the engine; False, the crawl stopping, when the JOBDIR in the

@@ -389,6 +389,7 @@ def test_bad_settings_are_named(tmp_path):
         ("NEARDUP_THRESHOLD", 2, "dedup.threshold must be a number in [0, 1]"),
         ("NEARDUP_BATCH_SIZE", 0, "NEARDUP_BATCH_SIZE must be at least 1"),
         ("NEARDUP_SKETCH", {"kind": "nope"}, "sketch.kind must be one of"),
+        ("NEARDUP_DUPLICATE_BUDGET", "lots", "NEARDUP_DUPLICATE_BUDGET must be a whole number"),
     ]:
         crawler = get_crawler(settings_dict={"NEARDUP_STORE": str(tmp_path), name: value})
         with pytest.raises(ValueError, match=re.escape(words)):
@@ -400,6 +401,6 @@ def test_a_page_crosses_to_the_worker_unchanged():
 
     for tokens in (["a", "rose"], ["a\x00b", "c"], [""], [], None):
         page = PageView("http://a.test/", tokens, "empty", "detail", 404, [("A", "b")], b"x",
-                        "text", 1.5, 0.25)  # fmt: skip
+                        "text", 1.5, 0.25, (7, 2), 3)  # fmt: skip
         wire = pickle.loads(pickle.dumps(page.to_wire()))
         assert PageView.from_wire(wire) == page, tokens

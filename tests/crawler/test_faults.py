@@ -338,12 +338,12 @@ def _worker_has_opened(store: Path, timeout: float = 20) -> None:
         try:
             run = json.loads((store / MARKER).read_text())["run_id"]
             text = (store / "logs" / f"{run}.scrapy.log").read_text()
-            pid = int(re.search(r"in worker process (\d+)", text).group(1))  # type: ignore[union-attr]
-            held = {os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()}
-        except (OSError, ValueError, KeyError, AttributeError):
-            time.sleep(0.02)
-            continue
-        if str(store / "logs" / f"{run}.jsonl") in held:
+            found = re.search(r"in worker process (\d+)", text)
+            fds = Path(f"/proc/{found.group(1)}/fd").iterdir() if found else iter(())
+            held = {os.readlink(fd) for fd in fds}
+        except (OSError, ValueError, KeyError):
+            held = set()
+        if held and str(store / "logs" / f"{run}.jsonl") in held:
             return
         time.sleep(0.02)
     raise AssertionError("the crawl's worker never opened its dedup log")

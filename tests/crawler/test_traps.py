@@ -53,8 +53,9 @@ def _text(paragraph: int, first: int, count: int = 4) -> tuple[str, ...]:
 def calendar_page(year: int, month: int) -> bytes:
     before = (year, month - 1) if month > 1 else (year - 1, 12)
     after = (year, month + 1) if month < 12 else (year + 1, 1)
-    links = (f'<p><a href="/calendar/{before[0]:04d}-{before[1]:02d}.html">Previous month</a> '
-             f'<a href="/calendar/{after[0]:04d}-{after[1]:02d}.html">Next month</a></p>')  # fmt: skip
+    earlier, later = (f"/calendar/{y:04d}-{m:02d}.html" for y, m in (before, after))
+    links = (f'<p><a href="{earlier}">Previous month</a> '
+             f'<a href="{later}">Next month</a></p>')  # fmt: skip
     title = f"Club calendar: {MONTHS[month - 1]} {year}"
     return page_html(title, body_html(_text(1, 0)) + links).encode()
 

@@ -212,6 +212,7 @@ def test_help_names_the_resume_and_the_log():
     assert "<store>/logs/<run>.jsonl" in text
 
 
+@pytest.mark.slow
 def test_the_links_of_a_page_decided_while_ctrl_c_stops_the_crawl_are_kept_for_the_resume(
     tmp_path,
 ):

@@ -46,7 +46,8 @@ from crawler.pipelines.drops import DROPS, DedupDrop
 from crawler.work.page import PageView
 from crawler.work.process import Worker
 from crawler.work.settings import WORKERS, SessionSettings
-from crawler.work.steps import Failure, Outcome, StoreWork, Tally
+from crawler.work.outcome import Failure, Outcome, Tally
+from crawler.work.steps import StoreWork
 from dedup.params import ContentArea, DedupParams, SketchParams
 from storage.log import new_run_id
 from storage.store import Store

@@ -50,7 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.ipc import Receiver, Sender, Unframer, die_with_parent, frame, message_pipe
 from crawler.work.page import PageView
-from crawler.work.steps import Failure, Outcome, StoreWork
+from crawler.work.outcome import Failure, Outcome
+from crawler.work.steps import StoreWork
 
 if TYPE_CHECKING:
     import asyncio

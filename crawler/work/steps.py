@@ -5,10 +5,11 @@ write transaction: a page's index entries and its WARC record commit together or
 So the pieces live in one :class:`StoreWork` per crawler: the open :class:`~storage.store.Store`,
 the :class:`~dedup.document.Sketcher`, the :class:`~dedup.cluster.GreedyClusterer` over the
 store's LMDB index, the current write batch, and the dedup-log lines waiting for it to commit.
-Each step takes a :class:`~crawler.work.page.PageView` and gives back an :class:`Outcome`, plain
-data that the session (:mod:`crawler.pipelines.session`) turns into the item or its drop. The
-work runs in the worker process (:mod:`crawler.work.process`), or inline on the caller's thread;
-it imports nothing of Scrapy, so that the worker starts without it.
+Each step takes a :class:`~crawler.work.page.PageView` and gives back an
+:class:`~crawler.work.outcome.Outcome`, plain data that the session
+(:mod:`crawler.pipelines.session`) turns into the item or its drop. The work runs in the worker
+process (:mod:`crawler.work.process`), or inline on the caller's thread; it imports nothing of
+Scrapy, so that the worker starts without it.
 
 **Fused storage.** When the storage stage comes directly after the dedup stage in
 ``ITEM_PIPELINES`` (nothing can come between them), a kept page is stored in the same step that
@@ -63,23 +64,18 @@ from __future__ import annotations
 
 import logging
 import time
-import traceback
-from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import lmdb
-
 from crawler.work.links import DUPLICATE_DECISIONS, follows_links, run_after
+from crawler.work.outcome import STORE_FAILURES, Failure, Outcome, Tally
 from dedup.canonical import document_tokens
 from dedup.cluster import GreedyClusterer
 from dedup.document import Sketcher
 from dedup.html_text import DocumentTooDeep
 from dedup.units import JoinedTokens
-from storage.errors import StoreError, StoreWriteError
 from storage.records import DocumentRecord
 from storage.store import Store
 from storage.texts import stored_text
@@ -91,13 +87,9 @@ if TYPE_CHECKING:
     from dedup.document import DocumentSketch
     from storage.log import DedupLog
 
-__all__ = ["STOPPING", "STORE_FAILURES", "Failure", "Outcome", "Pending", "StoreWork", "Tally"]
+__all__ = ["STOPPING", "Pending", "StoreWork"]
 
 logger = logging.getLogger(__name__)
-
-#: what the store raises when it cannot be read or written (module doc, *Failures*)
-STORE_FAILURES = (OSError, lmdb.Error, StoreError)
-
 
 @dataclass
 class Pending:
@@ -106,77 +98,6 @@ class Pending:
     doc_id: int
     record: DocumentRecord
     entry: dict[str, Any]
-
-
-@dataclass
-class Tally:
-    """What this run decided and committed (the command's end summary reads it): a decision
-    is counted once the batch holding it has committed, so a summary never counts a page the
-    store does not have."""
-
-    decisions: Counter[str] = field(default_factory=Counter)
-    skipped: Counter[str] = field(default_factory=Counter)
-    already_decided: int = 0
-    commits: int = 0
-    #: decisions made but lost with a batch that could not commit (decided again next run)
-    not_committed: int = 0
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why the work stopped: ``kind`` is "store" (the store could not be written), "bug" (an
-    error in the code) or "worker" (the worker process went away); ``line`` says it in one
-    line, ``details`` (the traceback) says where."""
-
-    kind: str
-    line: str
-    details: str = ""
-
-    @classmethod
-    def of(cls, exc: BaseException, url: str | None, store: str | None = None) -> Failure:
-        """The failure an exception raised in a step means (module doc, *Failures*); a store
-        failure is said as its cause and the place in ``store`` (:class:`StoreWriteError`)."""
-        details = "".join(traceback.format_exception(exc)).rstrip()
-        if isinstance(exc, StoreError):
-            return cls("store", _one_line(str(exc)), details)
-        if isinstance(exc, STORE_FAILURES):
-            root = Path(store) if store is not None else Path(".")
-            where = root / "index" if isinstance(exc, lmdb.Error) else root
-            return cls("store", _one_line(str(StoreWriteError.of(exc, where))), details)
-        where = f" while deciding {url}" if url else ""
-        what = f"{type(exc).__name__}: {_one_line(str(exc)) or 'no message'}"
-        return cls("bug", f"internal error{where} ({what})", details)
-
-    @property
-    def drop_message(self) -> str:
-        """The one-line message of the drop of the page whose step failed."""
-        if self.kind == "store":
-            return f"not decided: the store failed ({self.line})"
-        return f"not decided: {self.line}"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a step made of a page, as plain data (it crosses the pipe from the worker).
-
-    ``drop`` names the ``DropItem`` subclass to raise (``crawler.pipelines.DROPS``), with its
-    ``message`` and log level, and whether the page's links are followed; None passes the item
-    on. ``counts`` are the ``neardup/`` stats to
-    add one to (counted on the event-loop thread, where Scrapy's stats live). ``failure`` says
-    that the work stopped, and why: the crawl is stopped.
-    """
-
-    drop: str | None = None
-    message: str = ""
-    level: str | None = None
-    counts: tuple[str, ...] = ()
-    #: the WARC bytes of a page stored in this step (``neardup/stored_bytes``)
-    stored_bytes: int = 0
-    failure: Failure | None = None
-    #: a dropped page's run along its link path, and whether its links are followed
-    #: (:mod:`crawler.work.links`); a page passed on has its links followed
-    run: tuple[int, int] | None = None
-    follow_links: bool = False
 
 
 _DECIDED = ("neardup/decided",)
@@ -640,11 +561,6 @@ def _writable(url: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def _one_line(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def _entry(url: str, decision: str, **fields: Any) -> dict[str, Any]:

@@ -15,6 +15,9 @@ runs, with the built-in configuration and no progress line:
 
 * **with** the dedup stage: :data:`crawler.cli.crawl.PIPELINES` (dedup, then storage),
   whose work runs in its worker process beside the crawl (:mod:`crawler.pipelines.session`);
+* **no budget**: the same with ``crawl.duplicate_link_budget`` off (``NEARDUP_DUPLICATE_BUDGET
+  =-1``), so every duplicate's links are followed: what the spider-trap rule
+  (:mod:`crawler.work.links`) costs, and, as the site has no trap, that it loses no page;
 * **inline** (with ``--inline``): the same, ``NEARDUP_WORKER="inline"``, so the work runs on
   Scrapy's own thread, as it did before the worker process: what the worker saves;
 * **without** it: the same spider and settings with ``NEARDUP_ENABLED=False``, so both
@@ -70,11 +73,12 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-VARIANTS = ("with", "inline", "without", "fetch_only")
+VARIANTS = ("with", "no_budget", "inline", "without", "fetch_only")
 #: the variants that run the dedup stage: in its worker process, or inline on Scrapy's thread
-DEDUP_VARIANTS = ("with", "inline")
+DEDUP_VARIANTS = ("with", "no_budget", "inline")
 LABELS = {
     "with": "with dedup stage",
+    "no_budget": "with, no duplicate budget",
     "inline": "with, NEARDUP_WORKER=inline",
     "without": "without (NEARDUP_ENABLED=False)",
     "fetch_only": "fetch only (no canonicalise)",
@@ -105,6 +109,8 @@ def child_main(spec_path: str) -> None:
         settings["NEARDUP_ENABLED"] = False
     if spec["variant"] == "inline":
         settings["NEARDUP_WORKER"] = "inline"
+    if spec["variant"] == "no_budget":
+        settings["NEARDUP_DUPLICATE_BUDGET"] = -1
     if spec["variant"] == "fetch_only":
         import crawler.spiders.site as site_module
 
@@ -175,7 +181,7 @@ def _time_pipelines() -> dict[str, float]:
     wrap(DedupPipeline, "process_item", "dedup")
     wrap(StoragePipeline, "process_item", "storage")
     wrap(Worker, "_readable", "session")
-    wrap(DedupSession, "_settle", "session")
+    wrap(DedupSession, "_resolve", "session")
     wrap(DedupSession, "_tick", "session")
     wrap(DedupSession, "open", "session")
     wrap(DedupSession, "close", "session")
@@ -418,8 +424,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
 
     work = Path(tempfile.mkdtemp(prefix="neardup-bench-crawl-"))
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
-    judge_results: list[dict[str, Any]] = []
-    inline_judged: list[dict[str, Any]] = []
+    judged: dict[str, list[dict[str, Any]]] = {v: [] for v in DEDUP_VARIANTS}
     try:
         root = site.write(work)
         with serve(root) as base:
@@ -433,8 +438,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                         f"{result['seconds']:.2f} s, {result['cpu_seconds']:.2f} s CPU, "
                         f"{result['responses']:,} responses")  # fmt: skip
                     if variant in DEDUP_VARIANTS:
-                        verdict = judge(result.pop("log_lines"))
-                        (judge_results if variant == "with" else inline_judged).append(verdict)
+                        judged[variant].append(judge(result.pop("log_lines")))
                     runs[variant].append(result)
     finally:
         if args.keep:
@@ -458,19 +462,20 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     if "inline" in results["crawls"]:
         stage.update({f"inline_{k}": v for k, v in
                       _ratios(results["crawls"]["inline"], without, "").items()})  # fmt: skip
+    budget = results["duplicate_budget"] = _ratios(with_, results["crawls"]["no_budget"], "")
+    budget["links_not_followed"] = sorted(
+        {r["stats"].get("neardup/links/duplicate_budget", 0) for r in runs["with"]})
     responses = {v: sorted({r["responses"] for r in rs}) for v, rs in runs.items()}
     results["responses_per_variant"] = responses
-    results["judgement"] = judge_results[0]
-    results["judgement_per_run"] = [
-        {k: j[k] for k in ("kept", "exact_duplicate", "near_duplicate", "false_drops",
-                           "missed_duplicates", "kept_with_earlier_kept_at_or_above_threshold")}
-        for j in judge_results
-    ]  # fmt: skip
-    results["judgement_inline_per_run"] = [
-        {k: j[k] for k in ("kept", "exact_duplicate", "near_duplicate", "false_drops",
-                           "missed_duplicates", "kept_with_earlier_kept_at_or_above_threshold")}
-        for j in inline_judged
-    ]  # fmt: skip
+    results["judgement"] = judged["with"][0]
+    for variant, verdicts in judged.items():
+        key = "judgement_per_run" if variant == "with" else f"judgement_{variant}_per_run"
+        results[key] = [
+            {k: j[k] for k in ("kept", "exact_duplicate", "near_duplicate", "false_drops",
+                               "missed_duplicates",
+                               "kept_with_earlier_kept_at_or_above_threshold")}
+            for j in verdicts
+        ]  # fmt: skip
     results["load_average_at_end"] = round(os.getloadavg()[0], 2)
     return results
 
@@ -539,6 +544,12 @@ def render(results: dict[str, Any]) -> str:
             f"x{d['inline_wall_ratio']:.3f} ({d['inline_wall_ratio'] - 1:+.1%}), CPU "
             f"x{d['inline_cpu_ratio']:.3f}"
         )
+    b = results["duplicate_budget"]
+    lines.append(
+        f"the duplicate budget (with / no budget): wall x{b['wall_ratio']:.3f} "
+        f"({b['wall_ratio'] - 1:+.1%}), CPU x{b['cpu_ratio']:.3f}; links it held back per run: "
+        f"{', '.join(str(n) for n in b['links_not_followed'])}"
+    )
     if "wall_ratio_to_fetch_only" in d:
         lines.append(
             f"with / fetch only (all dedup work, canonicalisation included): wall "
@@ -626,11 +637,13 @@ def render(results: dict[str, Any]) -> str:
     )  # fmt: skip
     lines.append(f"  copies joined with their original, by exact resemblance to it: {bands}")
     per_run = results["judgement_per_run"]
-    inline_runs = results.get("judgement_inline_per_run") or []
-    if inline_runs:
-        same = all(r == per_run[0] for r in inline_runs)
-        lines.append("  the inline runs decided " + ("the same counts as the 'with' runs" if same
-                                                     else f"differently: {inline_runs}"))  # fmt: skip
+    for variant in ("no_budget", "inline"):
+        others = results.get(f"judgement_{variant}_per_run") or []
+        if others:
+            same = all(r == per_run[0] for r in others)
+            lines.append(f"  the '{LABELS[variant]}' runs decided "
+                         + ("the same counts as the 'with' runs" if same
+                            else f"differently: {others}"))  # fmt: skip
     if len(per_run) > 1:
         same = all(r == per_run[0] for r in per_run)
         lines.append(f"  the {len(per_run)} 'with' runs decided "

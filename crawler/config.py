@@ -37,6 +37,10 @@ class CrawlParams:
     max_depth: int = 0
     #: stop after this many responses; 0 means no limit
     max_pages: int = 0
+    #: the links of a page dropped as a duplicate are followed only while it is at most the
+    #: N-th page in a row of one cluster along its link path (a spider trap repeats one
+    #: page); 0 never follows a duplicate's links, None always does (docs/crawling.md)
+    duplicate_link_budget: int | None = 2
     #: regular expressions; when any is given a URL must match one to be followed
     include: tuple[str, ...] = ()
     #: regular expressions; a URL matching one is not followed
@@ -63,6 +67,8 @@ class CrawlParams:
     def __post_init__(self) -> None:
         for name in ("max_depth", "max_pages"):
             _check(f"crawl.{name}", getattr(self, name), int, minimum=0)
+        if self.duplicate_link_budget is not None:
+            _check("crawl.duplicate_link_budget", self.duplicate_link_budget, int, minimum=0)
         for name in ("concurrency", "max_page_bytes", "batch_size"):
             _check(f"crawl.{name}", getattr(self, name), int, minimum=1)
         for name in ("download_delay", "timeout", "batch_seconds"):
@@ -83,6 +89,12 @@ class CrawlParams:
                     raise ValueError(f"crawl.{name}: bad regular expression {pattern!r}: {exc}")
         if not isinstance(self.user_agent, str) or not self.user_agent:
             raise ValueError(f"crawl.user_agent must be a non-empty string; got {self.user_agent!r}")
+
+    @property
+    def duplicate_budget_setting(self) -> int:
+        """``duplicate_link_budget`` as the Scrapy setting carries it: -1 for no budget."""
+        budget = self.duplicate_link_budget
+        return -1 if budget is None else budget
 
 
 def _check(name: str, value: object, kind: type | tuple[type, ...], minimum: float) -> None:

@@ -32,3 +32,7 @@ class PageItem:
     skip_detail: str | None = None
     #: seconds spent canonicalising (for the per-page cost split)
     canonicalise_seconds: float = 0.0
+    #: the page's links the spider follows once the page is decided (canonical, in scope)
+    links: list[str] = field(default_factory=list)
+    #: the run of the link path that led here (crawler.work.links): (cluster, count) or None
+    run: tuple[int, int] | None = None

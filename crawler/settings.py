@@ -56,6 +56,9 @@ NEARDUP_ALLOWED_DOMAINS: list[str] = list(_CRAWL.allowed_domains)  # [] = start 
 NEARDUP_INCLUDE: list[str] = list(_CRAWL.include)  # regexes; if any, a link must match one
 NEARDUP_EXCLUDE: list[str] = list(_CRAWL.exclude)  # regexes; a link matching one is not followed
 NEARDUP_MAX_PAGES = _CRAWL.max_pages  # URLs the spider schedules at most (0 = no limit)
+# links of a duplicate followed while it is at most the N-th of its cluster in a row along the
+# link path (crawler.work.links); -1: no budget (config.yaml's null)
+NEARDUP_DUPLICATE_BUDGET = _CRAWL.duplicate_budget_setting
 NEARDUP_KEEP_TEXT = _CONFIG.review.keep_text  # keep dropped pages' canonical text (explain)
 NEARDUP_MAX_TEXT_BYTES = _CONFIG.review.max_text_bytes  # a longer kept text is cut to this
 NEARDUP_CAP = _DEDUP.cap  # clusters read per fingerprint: the boilerplate cap (keeps it O(rs))
@@ -114,6 +117,7 @@ def scrapy_settings(config: Config) -> dict[str, Any]:
         # yields exactly that many items; CLOSESPIDER_PAGECOUNT would let in-flight requests
         # through and count robots.txt, so it is left to the user.
         "NEARDUP_MAX_PAGES": crawl.max_pages,
+        "NEARDUP_DUPLICATE_BUDGET": crawl.duplicate_budget_setting,
         # no consoles listening on the machine: a crawl is driven by its config, not remotely
         "TELNETCONSOLE_ENABLED": False,
         "REMOTE_CONTROL_ENABLED": False,

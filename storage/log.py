@@ -24,10 +24,13 @@ import os
 import re
 import time as _time
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from storage.errors import StoreWriteError
 
 #: the keys every line has (None where not computed), in the order they are written
 FIELDS = (
@@ -64,9 +67,10 @@ class DedupLog:
             )
         self.run_id = run_id
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / f"{run_id}.jsonl"
-        self._out = open(self.path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
+        with self._writing():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._out = open(self.path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
 
     def write(
         self,
@@ -91,8 +95,9 @@ class DedupLog:
         """
         entry = _entry(url, decision, reason, doc_id, cluster_id, duplicate_of, resemblance,
                        containment, tokens, shingles, time, extra)  # fmt: skip
-        self._out.write(_dumps(entry) + "\n")
-        self._out.flush()
+        with self._writing():
+            self._out.write(_dumps(entry) + "\n")
+            self._out.flush()
         return entry
 
     def write_many(self, entries: Iterable[Mapping[str, Any]]) -> int:
@@ -116,15 +121,30 @@ class DedupLog:
             entry = _entry(extra=extra, **fields)
             lines.append(_dumps(entry) + "\n")
         if lines:
-            self._out.write("".join(lines))
-            self._out.flush()
+            with self._writing():
+                self._out.write("".join(lines))
+                self._out.flush()
         return len(lines)
 
     def close(self) -> None:
         if not self._out.closed:
-            self._out.flush()
-            os.fsync(self._out.fileno())
-            self._out.close()
+            try:
+                with self._writing():
+                    self._out.flush()
+                    os.fsync(self._out.fileno())
+            finally:
+                try:
+                    self._out.close()
+                except OSError:
+                    pass  # what it buffered is what failed above
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Name a failed write by its cause and file (:class:`StoreWriteError`)."""
+        try:
+            yield
+        except OSError as exc:
+            raise StoreWriteError.of(exc, self.path) from exc
 
     def __enter__(self) -> DedupLog:
         return self

@@ -21,6 +21,7 @@ import time as _clock
 import uuid
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from http import HTTPStatus
 from io import BytesIO
 from pathlib import Path
@@ -32,7 +33,7 @@ from warcio.limitreader import LimitReader
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from storage.errors import PageReadError
+from storage.errors import PageReadError, StoreWriteError
 from storage.records import PageLocation, warc_name, warc_number
 
 HeadersLike = Mapping[str, str] | Iterable[tuple[str, str]]
@@ -129,22 +130,24 @@ class PageStore:
             raise PermissionError("the page store is open read-only")
         if not self.in_batch:
             raise RuntimeError("storing a page needs a batch: `with store.batch(): ...`")
-        out = self._current()
         record = response_record(url, status, headers, body, reason=reason, time=time)
-        offset = out.tell()
-        out.write(record)
+        with self._writing():
+            out = self._current()
+            offset = out.tell()
+            out.write(record)
         self._unsynced = True
         return PageLocation(warc_name(self._number), offset, len(record))
 
     def flush(self) -> WarcPosition:
         """Make everything appended durable (flush, fsync); return the position to commit."""
-        if self._out is not None and self._unsynced:
-            self._out.flush()
-            os.fsync(self._out.fileno())
-        self._unsynced = False
-        if self._new_files:
-            _fsync_directory(self.directory)
-            self._new_files = False
+        with self._writing():
+            if self._out is not None and self._unsynced:
+                self._out.flush()
+                os.fsync(self._out.fileno())
+            self._unsynced = False
+            if self._new_files:
+                _fsync_directory(self.directory)
+                self._new_files = False
         if self._out is None:
             return self._committed
         return WarcPosition(self._number, self._out.tell())
@@ -153,9 +156,25 @@ class PageStore:
         self._committed = position
 
     def rollback(self) -> list[str]:
-        """Forget every page appended since the last commit (the batch failed)."""
-        self._close_writer()
-        return self.restore_committed()
+        """Forget every page appended since the last commit (the batch failed).
+
+        The writer is closed without a care for what it still buffered (the disk that failed
+        the batch may refuse that too): it is cut off with the rest.
+        """
+        try:
+            self._close_writer()
+        except OSError:
+            self._out = None  # closed all the same: the buffered bytes are what failed
+        with self._writing():
+            return self.restore_committed()
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Name a failed write by its cause and place (:class:`StoreWriteError`)."""
+        try:
+            yield
+        except OSError as exc:
+            raise StoreWriteError.of(exc, self.directory) from exc
 
     def restore_committed(self) -> list[str]:
         """Cut the files back to the committed position; say what was removed.

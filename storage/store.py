@@ -49,7 +49,13 @@ import lmdb
 from dedup.params import ContentArea, SketchParams
 from dedup.sketches import Sketch, sketch_from_bytes
 from storage import lmdb_env
-from storage.errors import StoreBusyError, StoreError, StoreMismatchError, StoreNotFoundError
+from storage.errors import (
+    StoreBusyError,
+    StoreError,
+    StoreMismatchError,
+    StoreNotFoundError,
+    StoreWriteError,
+)
 from storage.lmdb_env import Transactions, pack_id, unpack_id
 from storage.lmdb_index import LmdbIndex
 from storage.log import DedupLog, read_log
@@ -240,13 +246,17 @@ class Store:
         if self._closed:
             return
         self._closed = True
-        if self._txns.in_batch:
-            self._txns.abort()
-            self.pages.rollback()
-        self.pages.close()
-        lmdb_env.release(self._shared)
-        if self._lock is not None:
-            self._lock.close()
+        try:
+            if self._txns.in_batch:
+                self._txns.abort()
+                self.pages.rollback()
+            self.pages.close()
+        finally:
+            try:
+                lmdb_env.release(self._shared)
+            finally:
+                if self._lock is not None:
+                    self._lock.close()
 
     def __enter__(self) -> Store:
         return self
@@ -267,7 +277,8 @@ class Store:
 
         On a clean exit: WARC fsync first, then the LMDB commit that records the new WARC end
         (the order the module docstring argues for). On an exception: the transaction is
-        aborted and the pages written in the batch are cut off again.
+        aborted and the pages written in the batch are cut off again. A commit the disk
+        refuses raises :class:`StoreWriteError`, naming the cause and the place.
         """
         if self.readonly:
             raise PermissionError(f"store {self.path} is open read-only")
@@ -277,7 +288,10 @@ class Store:
             yield self
             position = self.pages.flush()
             self._txns.put("meta", WARC_KEY, _POSITION.pack(*position))
-            self._txns.commit()
+            try:
+                self._txns.commit()
+            except lmdb.Error as exc:
+                raise StoreWriteError.of(exc, self.path / "index") from exc
         except BaseException:
             self._txns.abort()
             self.pages.rollback()

@@ -15,6 +15,15 @@ of the batch the kill interrupted were never committed, so they are decided agai
 crawl removes its JOBDIR, so running the command again refetches the site and decides only the
 pages that are new. ``<store>/crawl.lock`` (an ``flock``, released by the kernel however the
 process ends) keeps two crawls off one store.
+
+**When the store cannot be written** (a full disk, a read-only directory, a file that cannot
+grow), the crawl stops: the terminal gets one line, ``neardup crawl: error: <cause>: <path>``,
+and the exit status is 1; the summary counts only what was committed; the Scrapy log keeps the
+traceback. Whoever meets such a failure logs it once with the one line as the record's
+``neardup_failure`` (:meth:`crawler.pipelines.session.DedupSession._stop_crawl` does); the
+command takes that line for its error and shows nothing more on the terminal after it. The
+queue is discarded, as after a kill, so the next crawl, once the store can be written, starts
+again from the start URLs and passes over every page already committed.
 """
 
 from __future__ import annotations
@@ -32,9 +41,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from crawler.cli.common import UserError, add_config_arguments, resolve_config
+from crawler.cli.common import RunFailed, UserError, add_config_arguments, resolve_config
 from crawler.config import Config, parse_assignment
-from storage.errors import StoreBusyError
+from storage.errors import StoreBusyError, StoreWriteError
 from storage.store import hold_lock
 
 if TYPE_CHECKING:
@@ -115,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(outcome.to_dict(), indent=2))
     else:
         print(outcome.render())
+    if outcome.error is not None:
+        raise RunFailed(outcome.error)
     return outcome.exit_status
 
 
@@ -155,6 +166,10 @@ class CrawlOutcome:
     clean: bool = True
     resumed: bool = False
     notes: list[str] = field(default_factory=list)
+    #: why the crawl stopped early, in one line (a store that could not be written), or None
+    error: str | None = None
+    #: decisions lost with a batch that could not commit (the next crawl makes them again)
+    not_committed: int = 0
 
     @property
     def interrupted(self) -> bool:
@@ -162,13 +177,22 @@ class CrawlOutcome:
 
     @property
     def exit_status(self) -> int:
-        if not self.clean or self.reason is None:
+        if not self.clean or self.reason is None or self.error is not None:
             return 1
         return 130 if self.interrupted else 0
 
     @property
     def decided(self) -> int:
         return sum(self.decisions.values())
+
+    @property
+    def links_not_followed(self) -> dict[str, int]:
+        """Links not followed, by why: ``duplicate_budget`` (the links of duplicates past
+        ``crawl.duplicate_link_budget``, on ``duplicate_budget_pages`` pages)."""
+        return {
+            "duplicate_budget": self.stats.get("neardup/links/duplicate_budget", 0),
+            "duplicate_budget_pages": self.stats.get("neardup/duplicate_budget_pages", 0),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -186,6 +210,9 @@ class CrawlOutcome:
             "decisions": {k: self.decisions.get(k, 0) for k in _ORDER},
             "skipped": dict(sorted(self.skipped.items())),
             "already_decided": self.already_decided,
+            "not_committed": self.not_committed,
+            "links_not_followed": self.links_not_followed,
+            "error": self.error,
             "notes": self.notes,
             "stats": {k: v for k, v in sorted(self.stats.items()) if k.startswith("neardup/")},
         }
@@ -216,13 +243,31 @@ class CrawlOutcome:
             lines.append(
                 f"  already decided    {self.already_decided:>7,}   by an earlier run; passed over"
             )
+        held = self.links_not_followed
+        if held["duplicate_budget"]:
+            pages = held["duplicate_budget_pages"]
+            lines.append(
+                f"  links not followed {held['duplicate_budget']:>7,}   on {pages:,} "
+                f"duplicate{'' if pages == 1 else 's'} past crawl.duplicate_link_budget "
+                "(a spider trap ends)"
+            )
+        if self.not_committed:
+            lines.append(
+                f"  not committed      {self.not_committed:>7,}   lost with the batch that "
+                "failed; decided again next run"
+            )
         lines += [f"note: {n}" for n in self.notes]
         lines += [
             f"dedup log:  {self.log}",
             f"Scrapy log: {self.scrapy_log}",
             f"store:      {self.store}   (check it: neardup verify --store {self.store})",
         ]
-        if self.interrupted:
+        if self.error is not None:
+            lines.append(
+                f"stopped: {self.error}. Once the store can be written, run the same command "
+                "again: it starts from the start URLs and passes over every page the store has"
+            )
+        elif self.interrupted:
             lines.append("interrupted: run the same command again to resume where it stopped")
         elif not self.clean:
             lines.append(f"the store could not be written: see {self.scrapy_log}")
@@ -344,7 +389,9 @@ def check_store(config: Config) -> None:
     try:
         with Store.open(config.store, config.sketch, area=config.canonical) as store:
             GreedyClusterer(store.index, config.dedup)
-    except (StoreError, OSError, ValueError) as exc:
+    except StoreWriteError:
+        raise
+    except (StoreError, ValueError) as exc:
         raise UserError(str(exc)) from None
 
 
@@ -358,14 +405,9 @@ def crawl(
 ) -> CrawlOutcome:
     """Crawl ``start_urls`` into ``config.store``; Scrapy ``settings`` override the mapped ones.
 
-    Runs a Twisted reactor, so it can be called once per process.
+    Runs a Twisted reactor, so it can be called once per process. A store that cannot be
+    written is :class:`RunFailed` with one line, before the crawl or after it (module doc).
     """
-    from scrapy import signals
-    from scrapy.crawler import AsyncCrawlerProcess
-
-    from crawler.pipelines.session import DedupSession
-    from crawler.settings import scrapy_settings
-    from crawler.spiders import SiteSpider
     from storage.log import new_run_id
 
     store = Path(config.store).resolve()
@@ -373,81 +415,141 @@ def crawl(
     if store.exists() and not store.is_dir():
         raise UserError(f"store {store} is not a directory")
     run_id = new_run_id()
-    with CrawlState(store) as state:
-        check_store(config)
-        resumed, notes = state.prepare(start_urls, run_id)
-        logs = store / "logs"
-        outcome = CrawlOutcome(
-            store=store,
-            run_id=run_id,
-            log=logs / f"{run_id}.jsonl",
-            scrapy_log=logs / f"{run_id}.scrapy.log",
-            start_urls=start_urls,
-            resumed=resumed,
-            notes=notes,
-        )
-        base = scrapy_settings(config)
-        # the progress line is added only when wanted: a disabled extension that says why is a
-        # WARNING line in Scrapy's log
-        extensions = {**base["EXTENSIONS"]}
-        if progress:
-            extensions["crawler.extensions.progress.ProgressLine"] = 500
-        merged = {
-            **base,
-            **BREADTH_FIRST,
-            "ITEM_PIPELINES": PIPELINES,
-            "EXTENSIONS": extensions,
-            "NEARDUP_PROGRESS": progress,
-            "NEARDUP_RUN_ID": run_id,
-            "NEARDUP_STORE": str(store),
-            "JOBDIR": str(state.jobdir),
-            "LOG_FILE": str(outcome.scrapy_log),
-            "LOG_LEVEL": "DEBUG" if verbose else "INFO",
-            **(settings or {}),
-        }
-        seen: dict[str, Any] = {"opened": False, "reason": None}
-        handler = _stderr_handler(logging.INFO if verbose else logging.WARNING)
-        crawler = None
-        started = time.monotonic()
-        error: BaseException | None = None
-        # everything after the marker is written runs under this try, so that only a kill
-        # (never an exception or a Ctrl-C before Scrapy starts) can leave the marker behind
+    try:
+        with CrawlState(store) as state:
+            check_store(config)
+            resumed, notes = state.prepare(start_urls, run_id)
+            return _run_scrapy(config, start_urls, state, run_id, resumed, notes, progress,
+                               verbose, settings)  # fmt: skip
+    except OSError as exc:  # the store's own files, before or after the crawl
+        raise RunFailed(str(StoreWriteError.of(exc, store))) from None
+    except StoreWriteError as exc:
+        raise RunFailed(str(exc)) from None
+
+
+def _run_scrapy(
+    config: Config,
+    start_urls: list[str],
+    state: CrawlState,
+    run_id: str,
+    resumed: bool,
+    notes: list[str],
+    progress: bool,
+    verbose: bool,
+    settings: dict[str, Any] | None,
+) -> CrawlOutcome:
+    """Run Scrapy's engine for :func:`crawl`, inside the store's crawl state."""
+    from scrapy import signals
+    from scrapy.crawler import AsyncCrawlerProcess
+
+    from crawler.pipelines.session import DedupSession
+    from crawler.settings import scrapy_settings
+    from crawler.spiders import SiteSpider
+
+    store = state.store
+    logs = store / "logs"
+    outcome = CrawlOutcome(
+        store=store,
+        run_id=run_id,
+        log=logs / f"{run_id}.jsonl",
+        scrapy_log=logs / f"{run_id}.scrapy.log",
+        start_urls=start_urls,
+        resumed=resumed,
+        notes=notes,
+    )
+    base = scrapy_settings(config)
+    # the progress line is added only when wanted: a disabled extension that says why is a
+    # WARNING line in Scrapy's log
+    extensions = {**base["EXTENSIONS"]}
+    if progress:
+        extensions["crawler.extensions.progress.ProgressLine"] = 500
+    merged = {
+        **base,
+        **BREADTH_FIRST,
+        "ITEM_PIPELINES": PIPELINES,
+        "EXTENSIONS": extensions,
+        "NEARDUP_PROGRESS": progress,
+        "NEARDUP_RUN_ID": run_id,
+        "NEARDUP_STORE": str(store),
+        "JOBDIR": str(state.jobdir),
+        "LOG_FILE": str(outcome.scrapy_log),
+        "LOG_LEVEL": "DEBUG" if verbose else "INFO",
+        **(settings or {}),
+    }
+    seen: dict[str, Any] = {"opened": False, "reason": None}
+    failure = _FailureLine()
+    handler = _stderr_handler(logging.INFO if verbose else logging.WARNING, failure)
+    crawler = None
+    started = time.monotonic()
+    error: BaseException | None = None
+    # a log file on a full disk must not print "--- Logging error ---" tracebacks: the one
+    # line the failure gets is the terminal's account of it
+    raise_exceptions, logging.raiseExceptions = logging.raiseExceptions, False
+    # everything after the marker is written runs under this try, so that only a kill
+    # (never an exception or a Ctrl-C before Scrapy starts) can leave the marker behind
+    try:
+        logs.mkdir(exist_ok=True)
+        root = logging.getLogger()
+        root.addHandler(failure)
+        process = AsyncCrawlerProcess(merged)
+        root.addHandler(handler)
+        crawler = process.create_crawler(SiteSpider)
+
+        def opened(**_: Any) -> None:
+            seen["opened"] = True
+
+        def closed(reason: str, **_: Any) -> None:
+            seen["reason"] = reason
+
+        crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
+        crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)
+        task = process.crawl(crawler, start_urls=start_urls)
+        process.start()
+        if task.done() and not task.cancelled():
+            error = task.exception()
+    finally:
+        outcome.seconds = time.monotonic() - started
+        logging.getLogger().removeHandler(handler)
+        logging.getLogger().removeHandler(failure)
+        logging.raiseExceptions = raise_exceptions
+        session = DedupSession.find(crawler) if crawler is not None else None
+        outcome.reason = seen["reason"]
+        outcome.error = failure.line
+        outcome.clean = (session is None or session.clean) and failure.line is None
+        if crawler is not None:
+            with contextlib.suppress(RuntimeError, AttributeError):
+                outcome.stats = dict(crawler.stats.get_stats())
+        if session is not None:
+            outcome.decisions = dict(session.tally.decisions)
+            outcome.skipped = dict(session.tally.skipped)
+            outcome.already_decided = session.tally.already_decided
+            outcome.not_committed = session.tally.not_committed
+            outcome.log = session.log.path if session.log is not None else outcome.log
         try:
-            logs.mkdir(exist_ok=True)
-            process = AsyncCrawlerProcess(merged)
-            logging.getLogger().addHandler(handler)
-            crawler = process.create_crawler(SiteSpider)
-
-            def opened(**_: Any) -> None:
-                seen["opened"] = True
-
-            def closed(reason: str, **_: Any) -> None:
-                seen["reason"] = reason
-
-            crawler.signals.connect(opened, signal=signals.spider_opened, weak=False)
-            crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)
-            task = process.crawl(crawler, start_urls=start_urls)
-            process.start()
-            if task.done() and not task.cancelled():
-                error = task.exception()
-        finally:
-            outcome.seconds = time.monotonic() - started
-            logging.getLogger().removeHandler(handler)
-            session = DedupSession.find(crawler) if crawler is not None else None
-            outcome.reason = seen["reason"]
-            outcome.clean = session is None or session.clean
-            if crawler is not None:
-                with contextlib.suppress(RuntimeError, AttributeError):
-                    outcome.stats = dict(crawler.stats.get_stats())
-            if session is not None:
-                outcome.decisions = dict(session.tally.decisions)
-                outcome.skipped = dict(session.tally.skipped)
-                outcome.already_decided = session.tally.already_decided
-                outcome.log = session.log.path if session.log is not None else outcome.log
             state.finish(opened=seen["opened"], clean=outcome.clean, reason=outcome.reason)
+        except OSError as exc:
+            if outcome.error is None:
+                outcome.error = str(StoreWriteError.of(exc, store))
+            outcome.notes.append(
+                f"the crawl's state could not be tidied ({StoreWriteError.of(exc, store)}): "
+                "the next crawl starts again from the start URLs"
+            )
     if error is not None:
         raise UserError(f"the crawl failed: {_one_line(error)} (see {outcome.scrapy_log})")
     return outcome
+
+
+class _FailureLine(logging.Handler):
+    """Keeps the first ``neardup_failure`` line logged: the crawl's error (module doc)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.line: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = getattr(record, "neardup_failure", None)
+        if line is not None and self.line is None:
+            self.line = str(line)
 
 
 class OneLineFormatter(logging.Formatter):
@@ -460,10 +562,13 @@ class OneLineFormatter(logging.Formatter):
         return f"{record.levelname} {record.name}: {text}"
 
 
-def _stderr_handler(level: int) -> logging.Handler:
+def _stderr_handler(level: int, failure: _FailureLine) -> logging.Handler:
+    """Log records on stderr, one line each; none once the crawl has failed (the command then
+    says why in one line of its own, and the Scrapy log keeps the rest)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(level)
     handler.setFormatter(OneLineFormatter())
+    handler.addFilter(lambda record: failure.line is None)
     return handler
 
 

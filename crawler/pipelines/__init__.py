@@ -40,9 +40,12 @@ relative path goes under the project's ``.scrapy/``, as ``HTTPCACHE_DIR`` does),
 ``NEARDUP_BATCH_SECONDS``, ``NEARDUP_KEEP_TEXT`` and ``NEARDUP_MAX_TEXT_BYTES`` (the
 canonical text of each dropped page, kept compressed in the store for ``neardup explain``, cut
 to that many bytes); also ``NEARDUP_CAP`` (clusters read per fingerprint, ``dedup.cap``),
-``NEARDUP_RUN_ID`` (the dedup log's file name; default: start time and process id) and
+``NEARDUP_RUN_ID`` (the dedup log's file name; default: start time and process id),
 ``NEARDUP_WORKER`` (``"process"``, the default, or ``"inline"``: where the work runs, see
-:mod:`crawler.pipelines.session`).
+:mod:`crawler.pipelines.session`) and ``NEARDUP_DUPLICATE_BUDGET`` (how many duplicates of one
+cluster in a row along a link path have their links followed, so that a spider trap ends; a
+negative number for no budget: :mod:`crawler.work.links`, read from each drop by
+:class:`~crawler.spiders.SiteSpider`).
 """
 
 from __future__ import annotations
@@ -118,7 +121,7 @@ class DedupPipeline:
     def process_item(self, item: Any) -> Any:
         """Decide the page (in the worker): an awaitable of the item, or of its drop."""
         if not self.session.clean:
-            raise StoreFailed(STOPPING, log_level="WARNING")
+            raise StoreFailed(STOPPING, log_level="INFO")
         return self.session.run("decide", item)
 
 
@@ -157,5 +160,5 @@ class StoragePipeline:
         if s.fused:
             return item  # the dedup stage's step stored it already (crawler.work.steps)
         if not s.clean:
-            raise StoreFailed(STOPPING, log_level="WARNING")
+            raise StoreFailed(STOPPING, log_level="INFO")
         return s.run("store", item)

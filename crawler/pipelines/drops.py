@@ -22,7 +22,21 @@ __all__ = [
 
 
 class DedupDrop(DropItem):
-    """Base of every drop the dedup stage makes."""
+    """Base of every drop the dedup stage makes.
+
+    It says what becomes of the page's links (:mod:`crawler.work.links`): ``follow_links``,
+    and ``run``, the (cluster, count) of duplicates in a row along the link path that ends at
+    this page, which the requests for its links carry on. :class:`~crawler.spiders.SiteSpider`
+    reads both when it hears of the drop.
+    """
+
+    run: tuple[int, int] | None = None
+    follow_links: bool = False
+
+    @property
+    def cluster_id(self) -> int | None:
+        """The cluster the page was dropped into (None when it was not a copy)."""
+        return self.run[0] if self.run is not None else None
 
 
 class Skipped(DedupDrop):

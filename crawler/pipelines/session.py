@@ -17,8 +17,10 @@ inline on the caller's thread, and the stages return the item or raise the drop.
 commits an idle batch, so a slow crawl still commits.
 
 **Failures.** A failure while writing to the store, or a worker that dies, is logged once with
-its traceback and stops the crawl (``neardup_store_error``); every page still on its way is
-dropped with a one-line reason (``StoreFailed``). A kept page that another pipeline drops
+its traceback and stops the crawl (``neardup_store_error``); so does a bug met while a decision
+is made or written, named as one (``neardup_internal_error``; :mod:`crawler.work.steps` says
+why a bug stops the crawl). Every page still on its way is dropped with a one-line reason
+(``StoreFailed``). A kept page that another pipeline drops
 between the stages is recorded as decided but not stored (``item_dropped``/``item_error``), so
 that it cannot hold a commit back.
 """
@@ -44,7 +46,8 @@ from crawler.pipelines.drops import DROPS, DedupDrop
 from crawler.work.page import PageView
 from crawler.work.process import Worker
 from crawler.work.settings import WORKERS, SessionSettings
-from crawler.work.steps import Outcome, StoreWork, Tally
+from crawler.work.outcome import Failure, Outcome, Tally
+from crawler.work.steps import StoreWork
 from dedup.params import ContentArea, DedupParams, SketchParams
 from storage.log import new_run_id
 from storage.store import Store
@@ -52,7 +55,7 @@ from storage.store import Store
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
-    from twisted.python.failure import Failure
+    from twisted.python.failure import Failure as TwistedFailure
 
 __all__ = ["DedupSession", "RunLog", "session_settings"]
 
@@ -107,6 +110,8 @@ class DedupSession:
         self._opened = False
         self._timer: Any = None
         self._stopping = False
+        #: why the work stopped, once it has (the first failure reported)
+        self.failure: Failure | None = None
         crawler.signals.connect(self._item_left, signal=signals.item_dropped)
         crawler.signals.connect(self._item_left, signal=signals.item_error)
 
@@ -214,9 +219,7 @@ class DedupSession:
                 self.stats.set_value("neardup/lmdb_map_size", sizes["map_size"])
                 self.stats.set_value("neardup/store_documents", sizes["documents"])
             if result["error"] is not None:
-                self.clean = False
-                self.stats.inc_value("neardup/store_error")
-                logger.error("neardup: the final commit failed:\n%s", result["error"])
+                self._stop_crawl(result["error"])
         logger.info(
             "neardup: %s kept, %s exact and %s near duplicates dropped, %s skipped",
             self.tally.decisions["kept"],
@@ -233,16 +236,19 @@ class DedupSession:
         raised, now."""
         page = PageView.of(item)
         if self._worker is not None:
-            return self._settling(self._worker.submit(kind, page.to_wire()), item)
+            return self._item_future(self._worker.submit(kind, page.to_wire()), item)
         work = self.work
         if work is None:
             raise RuntimeError("the neardup session is not open (open_spider was not called)")
         step = work.decide if kind == "decide" else work.store_page
-        self._settled(step(page))
+        drop = self._apply(step(page))
+        if drop is not None:
+            raise drop
         return item
 
-    def _settled(self, outcome: Outcome) -> None:
-        """Count the outcome's stats and raise its drop, if any (event-loop thread)."""
+    def _apply(self, outcome: Outcome) -> DedupDrop | None:
+        """Count the outcome's stats and stop the crawl if the work stopped; the drop the
+        outcome names, or None (event-loop thread)."""
         inc = self.stats.inc_value
         for key in outcome.counts:
             inc(key)
@@ -250,28 +256,35 @@ class DedupSession:
             inc("neardup/stored_bytes", outcome.stored_bytes)
         if outcome.failure is not None:
             self._stop_crawl(outcome.failure)
-        if outcome.drop is not None:
-            raise DROPS[outcome.drop](outcome.message, log_level=outcome.level)
+        if outcome.drop is None:
+            return None
+        drop = DROPS[outcome.drop](outcome.message, log_level=outcome.level)
+        drop.run, drop.follow_links = outcome.run, outcome.follow_links
+        return drop
 
-    def _settling(self, outcome: asyncio.Future[Outcome], item: Any) -> asyncio.Future[Any]:
-        """The future the stage returns: ``item`` once the worker's outcome keeps it, or the
-        outcome's drop."""
-        settled: asyncio.Future[Any] = outcome.get_loop().create_future()
-        outcome.add_done_callback(functools.partial(self._settle, settled, item))
-        return settled
+    def _item_future(self, outcome: asyncio.Future[Outcome], item: Any) -> asyncio.Future[Any]:
+        """The future a stage returns for ``item``, from the future of the worker's outcome:
+        ``item`` once the outcome keeps it, else the outcome's drop as its exception."""
+        future: asyncio.Future[Any] = outcome.get_loop().create_future()
+        outcome.add_done_callback(functools.partial(self._resolve, future, item))
+        return future
 
-    def _settle(
-        self, settled: asyncio.Future[Any], item: Any, done: asyncio.Future[Outcome]
+    def _resolve(
+        self, future: asyncio.Future[Any], item: Any, outcome: asyncio.Future[Outcome]
     ) -> None:
-        """The worker's outcome arrived: settle the future the stage returned."""
-        try:
-            self._settled(done.result())
-        except Exception as exc:  # noqa: BLE001 - the drop, handed to whoever awaits
-            if not settled.done():
-                settled.set_exception(exc)
+        """The worker's outcome arrived: apply it, and resolve the stage's future with it."""
+        drop = self._apply(outcome.result())
+        if future.done():  # cancelled: Scrapy no longer waits for this item
             return
-        if not settled.done():
-            settled.set_result(item)
+        if drop is None:
+            future.set_result(item)
+        else:
+            future.set_exception(drop)
+
+    def _apply_unawaited(self, outcome: asyncio.Future[Outcome]) -> None:
+        """The outcome of a step no item waits for (a tick, a page not stored): its stats and
+        its failure; the drop it may name has no item to drop."""
+        self._apply(outcome.result())
 
     def _totals(self, totals: Mapping[str, Any]) -> None:
         """The work's counters into the stats: commits, the cost split, pages not stored."""
@@ -286,33 +299,35 @@ class DedupSession:
         if totals["cpu"] is not None:
             set_value("neardup/worker_cpu_seconds", round(totals["cpu"], 3))
 
-    def _stop_crawl(self, failure: str) -> None:
-        """The store failed: say so once, with the traceback, and close the spider."""
+    def _stop_crawl(self, failure: Failure) -> None:
+        """The work stopped: say why once, with the traceback, and close the spider.
+
+        The record carries the one line as ``neardup_failure``, for a caller that reports it
+        itself (``neardup crawl`` prints it as its error line)."""
         self.clean = False
         if self._stopping:
             return
         self._stopping = True
-        self.stats.inc_value("neardup/store_error")
-        logger.error("neardup: writing to the store failed; stopping the crawl\n%s", failure)
+        self.failure = failure
+        bug = failure.kind == "bug"
+        self.stats.inc_value("neardup/internal_error" if bug else "neardup/store_error")
+        said = f"the store failed: {failure.line}" if failure.kind == "store" else failure.line
+        details = f"\n{failure.details}" if failure.details else ""
+        logger.error("neardup: %s; stopping the crawl%s", said, details,
+                     extra={"neardup_failure": failure.line})  # fmt: skip
         crawler = self._crawler()
         engine = crawler.engine if crawler is not None else None
         if engine is not None and engine.spider is not None:
             from scrapy.utils.defer import deferred_from_coro
 
-            deferred_from_coro(engine.close_spider_async(reason="neardup_store_error"))
-
-    def _settled_quietly(self, done: asyncio.Future[Outcome]) -> None:
-        """A step no item waits for (a tick, a page not stored): its stats, no drop."""
-        try:
-            self._settled(done.result())
-        except DedupDrop:
-            pass
+            reason = "neardup_internal_error" if bug else "neardup_store_error"
+            deferred_from_coro(engine.close_spider_async(reason=reason))
 
     def _tick(self) -> None:
         if self._worker is not None:
-            self._worker.submit("tick").add_done_callback(self._settled_quietly)
+            self._worker.submit("tick").add_done_callback(self._apply_unawaited)
         elif self.work is not None:
-            self._settled(self.work.tick())
+            self._apply(self.work.tick())
             self._totals(self.work.totals())
 
     # --- pages that leave between the stages ----------------------------------------------------
@@ -321,7 +336,7 @@ class DedupSession:
         self,
         item: Any,
         exception: BaseException | None = None,
-        failure: Failure | None = None,
+        failure: TwistedFailure | None = None,
         **_: Any,
     ) -> None:
         """item_dropped (``exception``) and item_error (``failure``) after the dedup stage.
@@ -343,9 +358,9 @@ class DedupSession:
         kind = "dropped" if isinstance(exception, DropItem) else "failed"
         why = f"{kind} after the dedup stage ({type(exception).__name__})"
         if self._worker is not None:
-            self._worker.submit("not_stored", url, why).add_done_callback(self._settled_quietly)
+            self._worker.submit("not_stored", url, why).add_done_callback(self._apply_unawaited)
         elif self.work is not None:
-            self._settled(self.work.not_stored(url, why))
+            self._apply(self.work.not_stored(url, why))
 
 
 
@@ -410,6 +425,9 @@ def session_settings(settings: BaseSettings) -> SessionSettings:
     store = settings.get("NEARDUP_STORE", defaults.NEARDUP_STORE)
     if not store:
         raise ValueError("NEARDUP_STORE must name a directory")
+    budget = _duplicate_budget(
+        settings.get("NEARDUP_DUPLICATE_BUDGET", defaults.NEARDUP_DUPLICATE_BUDGET)
+    )
     return SessionSettings(
         store=data_path(store),
         sketch=sketch_params,
@@ -421,4 +439,19 @@ def session_settings(settings: BaseSettings) -> SessionSettings:
         worker=worker,
         keep_text=settings.getbool("NEARDUP_KEEP_TEXT", defaults.NEARDUP_KEEP_TEXT),
         max_text_bytes=max_text_bytes,
+        duplicate_budget=budget,
     )
+
+
+def _duplicate_budget(value: Any) -> int | None:
+    """``NEARDUP_DUPLICATE_BUDGET`` as the work takes it: a count, or None for no budget
+    (given as a negative number or "none": Scrapy's settings cannot hold None)."""
+    if isinstance(value, str) and value.strip().lower() in ("none", "null"):
+        return None
+    try:
+        budget = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"NEARDUP_DUPLICATE_BUDGET must be a whole number (negative: no budget); got {value!r}"
+        ) from None
+    return None if budget < 0 else budget

@@ -17,6 +17,21 @@ Three things are done here rather than left to Scrapy's components, each for a r
 * **max_pages and depth.** The spider schedules at most ``NEARDUP_MAX_PAGES`` URLs and follows
   no link beyond ``DEPTH_LIMIT``, so a page it schedules is never dropped later without an item
   (DepthMiddleware would drop such requests silently, and CLOSESPIDER_PAGECOUNT overshoots).
+
+**Links, once the page is decided.** ``parse`` does not yield a page's links: it puts them on
+the item (``links``, canonical and within the crawl's scope) and on the response, and they are
+requested only once the pipelines are done with the item, which Scrapy tells by
+``item_scraped``, ``item_dropped`` or ``item_error`` (each with the response). A page the dedup
+stage dropped as a duplicate says, on its drop (:class:`~crawler.pipelines.drops.DedupDrop`),
+whether its links are followed and with which run of duplicates along the path: that is how a
+spider trap ends (:mod:`crawler.work.links`). Every other outcome, a kept page, another
+pipeline's drop or error, or no dedup stage at all, has its links followed. So a trap cannot fan
+out while decisions are pending, and nothing waits: a page whose item never comes back simply
+has no links followed. The requests go to the engine (``engine.crawl``), through Scrapy's own
+DepthMiddleware and RefererMiddleware (priority for breadth-first order, depth stats, the
+Referer header) when the crawl has them enabled; other spider middlewares see the page's item
+but not its links. A page decided while the crawl is closing (Ctrl-C) has its links queued
+before the scheduler saves its queue to the JOBDIR, so a resumed crawl requests them.
 """
 
 from __future__ import annotations
@@ -29,7 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.exceptions import (
     CannotResolveHostError,
     DownloadCancelledError,
@@ -52,6 +67,7 @@ from crawler.items import PageItem
 from dedup.canonical import ENGINES, UNITS, document_tokens, looks_like_html
 from dedup.html_text import DocumentTooDeep, charset_of, looks_binary
 from dedup.params import ContentArea
+from storage.errors import StoreWriteError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -85,6 +101,8 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 # request.meta keys of ours
 DEPTH = "neardup_depth"  # link depth from a start URL (a redirect does not add to it)
 CHAIN = "neardup_redirects"  # the URLs requested before this one in a redirect chain
+RUN = "neardup_run"  # the run of duplicates along the link path (crawler.work.links)
+LINKS = "neardup_links"  # the page's links, waiting for its decision (set by parse)
 
 
 @dataclass(frozen=True)
@@ -165,6 +183,10 @@ class SiteSpider(Spider):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider._configure(crawler.settings)
+        crawler.signals.connect(spider._opened, signal=signals.spider_opened)
+        crawler.signals.connect(spider._item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(spider._item_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(spider._item_error, signal=signals.item_error)
         return spider
 
     def _configure(self, settings: BaseSettings) -> None:
@@ -203,6 +225,8 @@ class SiteSpider(Spider):
         self.seen: set[str] = set()
         self.scheduled = 0
         self._told_max_pages = False
+        self._middlewares: list[Any] = []
+        self._jobdir = settings.get("JOBDIR") or ""
 
     # --- scheduling ------------------------------------------------------------------------------
 
@@ -233,12 +257,20 @@ class SiteSpider(Spider):
         self.scheduled += 1
         return True
 
-    def _request(self, url: str, depth: int, chain: list[str] | None = None) -> Request:
+    def _request(
+        self,
+        url: str,
+        depth: int,
+        chain: list[str] | None = None,
+        run: tuple[int, int] | None = None,
+    ) -> Request:
         meta: dict[str, Any] = {
             DEPTH: depth,
             "dont_redirect": True,  # redirects are followed by _redirect, see the module doc
             "handle_httpstatus_all": True,  # a 404 is a decision too: it reaches parse
         }
+        if run is not None:
+            meta[RUN] = run
         if chain:
             meta[CHAIN] = chain
             meta["depth_reset"] = True  # keep DepthMiddleware's count at or below ours
@@ -262,9 +294,11 @@ class SiteSpider(Spider):
             return "not_included"
         return None
 
-    def _follow_links(self, response: TextResponse, depth: int) -> Iterator[Request]:
+    def _page_links(self, response: TextResponse, depth: int) -> list[str]:
+        """The page's links the crawl may follow: canonical, in scope, each once (refused
+        ones counted by reason). None beyond DEPTH_LIMIT."""
         if self.depth_limit and depth >= self.depth_limit:
-            return
+            return []
         try:
             urls = [link.url for link in self.links.extract_links(response)]
             _, refresh = get_meta_refresh(response)
@@ -273,25 +307,101 @@ class SiteSpider(Spider):
         except Exception:  # a link extractor failure must not lose the page's item
             logger.warning("Could not extract links from %s", response.url, exc_info=True)
             self.crawler.stats.inc_value("neardup/links/extraction_error")
-            return
+            return []
         stats = self.crawler.stats
+        links: dict[str, None] = {}
         for raw in urls:
             try:
                 url = canonicalize_url(raw)
             except ValueError:
                 stats.inc_value("neardup/links/bad_url")
                 continue
-            if url in self.seen:
+            if url in links or url in self.seen:
                 continue
             refused = self.refusal(url)
             if refused:
                 stats.inc_value(f"neardup/links/{refused}")
                 continue
+            links[url] = None
+        return list(links)
+
+    def _requests_for(
+        self, links: list[str], depth: int, run: tuple[int, int] | None
+    ) -> Iterator[Request]:
+        """Requests for the links not requested yet, within NEARDUP_MAX_PAGES."""
+        stats = self.crawler.stats
+        for url in links:
+            if url in self.seen:
+                continue
             if not self._take_slot():
                 continue
             self.seen.add(url)
             stats.inc_value("neardup/links/followed")
-            yield self._request(url, depth=depth + 1)
+            yield self._request(url, depth=depth, run=run)
+
+    # --- a page's links, once it is decided -----------------------------------------------------
+
+    def _opened(self, **_: Any) -> None:
+        self._middlewares = _link_middlewares(self.crawler)  # they need the crawl's stats
+
+    def _item_scraped(self, item: Any, response: Response | Failure | None, **_: Any) -> None:
+        self._decided(response, None)
+
+    def _item_dropped(
+        self,
+        item: Any,
+        response: Response | Failure | None,
+        exception: BaseException,
+        **_: Any,
+    ) -> None:
+        self._decided(response, exception)
+
+    def _item_error(self, item: Any, response: Response | Failure | None, **_: Any) -> None:
+        self._decided(response, None)
+
+    def _decided(self, response: Response | Failure | None, drop: BaseException | None) -> None:
+        """The page's item is through the pipelines: request its links, unless its drop says
+        not to (a duplicate past the budget: module doc)."""
+        if not isinstance(response, Response):
+            return
+        links = response.meta.pop(LINKS, None)
+        if not links:
+            return
+        run = getattr(drop, "run", None)
+        if drop is not None and not getattr(drop, "follow_links", True):
+            if run is not None:  # a duplicate past the budget, not a crawl that is stopping
+                stats = self.crawler.stats
+                stats.inc_value("neardup/links/duplicate_budget", len(links))
+                stats.inc_value("neardup/duplicate_budget_pages")
+            return
+        depth = response.meta.get(DEPTH, 0) + 1
+        for request in self._requests_for(links, depth, run):
+            processed = self._through_middlewares(request, response)
+            if processed is not None and not self._schedule(processed):
+                return
+
+    def _through_middlewares(self, request: Request, response: Response) -> Request | None:
+        """``request`` as Scrapy's depth and referer middlewares would have passed it on."""
+        for middleware in self._middlewares:
+            request = middleware.get_processed_request(request, response)
+            if request is None:
+                return None
+        return request
+
+    def _schedule(self, request: Request) -> bool:
+        """Hand ``request`` to the engine; False, the crawl stopping, when the JOBDIR in the
+        store cannot take it (one line, as for the store itself: crawler.cli.crawl)."""
+        try:
+            self.crawler.engine.crawl(request)
+        except OSError as exc:
+            line = str(StoreWriteError.of(exc, self._jobdir or "JOBDIR"))
+            logger.error("neardup: the crawl's queue could not be written: %s; stopping the crawl",
+                         line, exc_info=True, extra={"neardup_failure": line})  # fmt: skip
+            from scrapy.utils.defer import deferred_from_coro
+
+            deferred_from_coro(self.crawler.engine.close_spider_async(reason="jobdir_error"))
+            return False
+        return True
 
     # --- responses -------------------------------------------------------------------------------
 
@@ -334,16 +444,20 @@ class SiteSpider(Spider):
             return
         item.canonicalise_seconds = time.perf_counter() - started
         self.crawler.stats.inc_value("neardup/canonicalise_seconds", item.canonicalise_seconds)
-        if not tokens:
+        if not tokens:  # skipped: it follows no links (a trap could serve blank pages forever)
             yield self._skip(item, "empty", "no text after canonicalisation")
-        else:
-            item.tokens = tokens
-            self.crawler.stats.inc_value("neardup/canonicalised")
-            yield item
-        if not isinstance(response, HtmlResponse):  # a sniffed page, or XHTML
-            response = response.replace(cls=HtmlResponse)
-        assert isinstance(response, HtmlResponse)
-        yield from self._follow_links(response, depth)
+            return
+        item.tokens = tokens
+        self.crawler.stats.inc_value("neardup/canonicalised")
+        html = response if isinstance(response, HtmlResponse) else response.replace(
+            cls=HtmlResponse
+        )  # a sniffed page, or XHTML
+        assert isinstance(html, HtmlResponse)
+        item.links = self._page_links(html, depth)
+        item.run = response.meta.get(RUN)
+        if item.links:
+            response.meta[LINKS] = item.links  # requested once the page is decided
+        yield item
 
     def _refuse_content(self, response: Response) -> tuple[str, str]:
         """("", "") for an HTML page to canonicalise, else (skip reason, detail)."""
@@ -394,7 +508,7 @@ class SiteSpider(Spider):
             return
         self.seen.add(target)
         self.crawler.stats.inc_value("neardup/redirects_followed")
-        yield self._request(target, depth=depth, chain=chain)
+        yield self._request(target, depth=depth, chain=chain, run=response.meta.get(RUN))
 
     def errback(self, failure: Failure) -> Iterator[PageItem]:
         request: Request = failure.request  # type: ignore[attr-defined]
@@ -425,6 +539,31 @@ class SiteSpider(Spider):
 
 
 # --- helpers (pure functions) --------------------------------------------------------------------
+
+
+def _link_middlewares(crawler: Crawler) -> list[Any]:
+    """Scrapy's DepthMiddleware and RefererMiddleware, as the crawl enables them, for the
+    requests of links, which reach the engine without passing the spider middlewares."""
+    from scrapy.exceptions import NotConfigured
+    from scrapy.spidermiddlewares.depth import DepthMiddleware
+    from scrapy.spidermiddlewares.referer import RefererMiddleware
+    from scrapy.utils.conf import build_component_list
+    from scrapy.utils.misc import build_from_crawler, load_object
+
+    enabled = {
+        load_object(path) if isinstance(path, str) else path
+        for path in build_component_list(
+            crawler.settings.get_component_priority_dict_with_base("SPIDER_MIDDLEWARES")
+        )
+    }
+    middlewares = []
+    for cls in (DepthMiddleware, RefererMiddleware):  # the order spider output meets them
+        if cls in enabled:
+            try:
+                middlewares.append(build_from_crawler(cls, crawler))
+            except NotConfigured:
+                pass
+    return middlewares
 
 
 def media_type(response: Response) -> str:

@@ -39,6 +39,10 @@ class PageView:
     kind: str
     fetched_at: float | None
     canonicalise_seconds: float
+    #: the run of the link path that led to the page (crawler.work.links), None for none
+    run: tuple[int, int] | None = None
+    #: how many links the page has that the crawl may follow (its maker decides which)
+    links: int = 0
 
     def to_wire(self) -> tuple[Any, ...]:
         """The page as a flat tuple for the worker's pipe.
@@ -50,7 +54,7 @@ class PageView:
         """
         return (self.url, self.tokens, self.skip_reason, self.skip_detail, self.status,
                 self.headers, self.body, self.kind, self.fetched_at,
-                self.canonicalise_seconds)  # fmt: skip
+                self.canonicalise_seconds, self.run, self.links)  # fmt: skip
 
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...]) -> PageView:
@@ -71,6 +75,8 @@ class PageView:
                 kind="html",
                 fetched_at=item.fetched_at or None,
                 canonicalise_seconds=item.canonicalise_seconds,
+                run=item.run,
+                links=len(item.links),
             )
         from itemadapter import ItemAdapter  # it loads Scrapy, which the worker does without
 

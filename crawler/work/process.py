@@ -50,7 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.ipc import Receiver, Sender, Unframer, die_with_parent, frame, message_pipe
 from crawler.work.page import PageView
-from crawler.work.steps import Outcome, StoreWork, failure_outcome
+from crawler.work.outcome import Failure, Outcome
+from crawler.work.steps import StoreWork
 
 if TYPE_CHECKING:
     import asyncio
@@ -136,9 +137,8 @@ def _serve(steps: Receiver, replies: Sender, work: StoreWork, messages: list[Any
             else:
                 outcome = work.tick()
                 replies.queue(("totals", {**work.totals(), "cpu": _cpu_seconds()}))
-        except Exception as exc:  # noqa: BLE001 - a bug in a step fails the store, not us
-            work.fail()
-            outcome = failure_outcome(exc)
+        except Exception as exc:  # noqa: BLE001 - a bug outside the steps' guards stops the work
+            outcome = work.failed(Failure.of(exc, None))
         replies.queue(("done", seq, outcome))
 
     while True:
@@ -173,7 +173,7 @@ class Worker:
     :class:`~crawler.work.steps.Outcome`, resolved on the event-loop thread.
 
     It knows no session: what the worker reports besides outcomes goes to the callbacks,
-    ``on_totals(totals)`` (the run's counters, after a tick) and ``on_failure(text)`` (the
+    ``on_totals(totals)`` (the run's counters, after a tick) and ``on_failure(failure)`` (the
     worker could not open the store, or went away with steps outstanding).
     """
 
@@ -182,7 +182,7 @@ class Worker:
         loop: asyncio.AbstractEventLoop,
         *,
         on_totals: Callable[[dict[str, Any]], None],
-        on_failure: Callable[[str], None],
+        on_failure: Callable[[Failure], None],
     ) -> None:
         self.loop = loop
         self.on_totals = on_totals
@@ -280,7 +280,7 @@ class Worker:
             for line in message[1]:
                 logger.warning("Store %s repaired on opening: %s", self._store, line)
         elif kind == "open_failed":
-            self.on_failure(f"the worker could not open the store:\n{message[1]}")
+            self.on_failure(Failure("store", "the worker could not open the store", message[1]))
         elif kind == "finished":
             self._finished = message[2]
 
@@ -300,7 +300,8 @@ class Worker:
                 pass
         outcome = _gone_outcome(self.proc)
         if self._futures or self._finished is None:
-            self.on_failure(outcome.failure or "the worker process exited")
+            assert outcome.failure is not None
+            self.on_failure(outcome.failure)
         self._abandon(replace(outcome, failure=None))
 
     def _abandon(self, outcome: Outcome) -> None:
@@ -356,5 +357,5 @@ def _gone_outcome(proc: subprocess.Popen[bytes] | None) -> Outcome:
         drop="store_failed",
         message=f"not decided: the neardup worker process {how}",
         level="WARNING",
-        failure=f"the neardup worker process {how}",
+        failure=Failure("worker", f"the neardup worker process {how}"),
     )

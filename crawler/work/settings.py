@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crawler.config import ReviewParams
+from crawler.config import CrawlParams, ReviewParams
 from dedup.params import ContentArea, DedupParams, SketchParams
 
 __all__ = ["WORKERS", "SessionSettings"]
@@ -37,3 +37,6 @@ class SessionSettings:
     keep_text: bool = ReviewParams.keep_text
     #: a longer text is cut to this many UTF-8 bytes (review.max_text_bytes)
     max_text_bytes: int = ReviewParams.max_text_bytes
+    #: duplicates of one cluster in a row whose links are followed (None: all; see
+    #: crawler.work.links)
+    duplicate_budget: int | None = CrawlParams.duplicate_link_budget

@@ -210,3 +210,45 @@ def test_help_names_the_resume_and_the_log():
     text = " ".join(proc.stdout.split())
     assert "Ctrl-C stops cleanly; the same command then resumes" in text
     assert "<store>/logs/<run>.jsonl" in text
+
+
+@pytest.mark.slow
+def test_the_links_of_a_page_decided_while_ctrl_c_stops_the_crawl_are_kept_for_the_resume(
+    tmp_path,
+):
+    """A chain of pages, each linking only to the next: links are requested once a page is
+    decided, and the page in flight at Ctrl-C is decided while the crawl closes. Its link must
+    reach the saved queue, or the resumed crawl ends there."""
+    store = tmp_path / "store"
+    pages = 30
+    routes: dict[str, Route | str] = {
+        f"/{n}.html": Route(
+            body=f"<html><body><p>page {n} " + " ".join(f"w{n}x{i}" for i in range(60))
+            + (f' <a href="/{n + 1}.html">next</a>' if n + 1 < pages else "")
+            + "</p></body></html>",
+            delay=0.05,
+        )
+        for n in range(pages)
+    }
+    with serve(routes) as base:
+        command = ["crawl", base + "/0.html", "--store", str(store), *ORDERLY]
+        proc = subprocess.Popen([sys.executable, "-m", "crawler.cli", *command], cwd=ROOT,
+                                env=child_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None:
+            logs = list((store / "logs").glob("*.jsonl")) if (store / "logs").is_dir() else []
+            if logs and logs[0].read_bytes().count(b"\n") >= 8:
+                break
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err[-3000:]
+        first = json.loads(out)
+        assert 8 <= first["decided"] < pages
+        resumed = neardup(*command)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        second = json.loads(resumed.stdout)
+    assert second["resumed"] is True
+    assert first["decided"] + second["decided"] == pages  # the chain was followed to its end
+    assert verify_store(store).documents == pages

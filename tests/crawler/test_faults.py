@@ -9,18 +9,23 @@ commits in each run, so the kills land before, during and after commits.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import random
+import re
+import resource
 import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from crawler.cli.crawl import MARKER
 from crawler.demo.server import Route, serve
 from storage.log import read_log
 from storage.store import Store
@@ -215,3 +220,171 @@ def test_sigkill_at_random_moments_loses_nothing(site, uninterrupted, tmp_path):
     logged = Counter(e["url"] for e in lines)
     assert max(logged.values()) == 1, where
     assert {e["url"] for e in lines if e["decision"] == "kept"} <= final.keys(), where
+
+
+# --- a store that cannot be written --------------------------------------------------------------
+#
+# What the user sees, as the command runs: one line on stderr naming the cause and the place,
+# exit status 1, a summary that counts only what was committed; and the next run, once the
+# store can be written, passes over what was committed and finishes the crawl.
+
+
+def crawl_proc(base: str, store: Path, *, preexec: Any = None,
+               timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(crawl_command(base, store), check=False, cwd=ROOT, env=child_env(),
+                          capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=preexec)  # fmt: skip
+
+
+def assert_one_line_failure(proc: subprocess.CompletedProcess[str], cause: str,
+                            store: Path) -> dict[str, Any]:
+    """The failed crawl's JSON summary, once its exit status and its one line are checked."""
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr[-3000:]
+    assert lines[0].startswith(f"neardup crawl: error: {cause}: {store}"), lines
+    assert "Traceback" not in proc.stderr and "Logging error" not in proc.stderr
+    summary: dict[str, Any] = json.loads(proc.stdout)
+    assert summary["error"] == proc.stderr.strip().removeprefix("neardup crawl: error: ")
+    return summary
+
+
+def assert_counts_what_was_committed(summaries: list[dict[str, Any]], store: Path) -> None:
+    """The runs' summaries, added up, count exactly what the store holds: no more."""
+    report = verify_store(store)
+    assert report.ok, report.render()
+    assert sum(s["decided"] for s in summaries) == report.documents
+    assert sum(s["decisions"]["kept"] for s in summaries) == report.warc_records
+
+
+def assert_the_next_run_finishes(site: str, store: Path, uninterrupted: dict[str, Any]) -> None:
+    summary = run_to_the_end(site, store)
+    assert summary["error"] is None and summary["reason"] == "finished"
+    assert summary["decided"] + summary["already_decided"] == 161
+    report = verify_store(store)
+    assert report.ok, report.render()
+    assert kept_pages(store).keys() == uninterrupted["kept"].keys()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    """A 512 KB tmpfs: room for about a third of the fault site's store."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(disk)],
+                             check=False, capture_output=True, text=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False, capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_full_disk_stops_the_crawl_in_one_line_and_the_next_run_resumes(
+    site, uninterrupted, small_disk
+):
+    store = small_disk / "store"
+    first = assert_one_line_failure(crawl_proc(site, store), "no space left on device", store)
+    assert first["reason"] == "neardup_store_error" and 0 < first["decided"] < 161
+    assert first["not_committed"] > 0  # the batch that failed, counted apart
+    assert_counts_what_was_committed([first], store)
+    # again on the full disk: the same one line (not the log file's "--- Logging error ---")
+    again = assert_one_line_failure(crawl_proc(site, store), "no space left on device", store)
+    assert again["already_decided"] == first["decided"]  # passed over what was committed
+    assert_counts_what_was_committed([first, again], store)
+    grown = subprocess.run(["mount", "-o", "remount,size=16m", str(small_disk)], check=False)
+    assert grown.returncode == 0
+    assert_the_next_run_finishes(site, store, uninterrupted)
+
+
+def _no_bigger_files_than(limit: int) -> Any:
+    def preexec() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return preexec
+
+
+def test_a_store_that_cannot_grow_stops_the_crawl_in_one_line_and_the_next_run_resumes(
+    site, uninterrupted, tmp_path
+):
+    """The process may write no file over 150 KB: the store's index reaches that first."""
+    store = tmp_path / "store"
+    proc = crawl_proc(site, store, preexec=_no_bigger_files_than(150 * 1024))
+    first = assert_one_line_failure(proc, "file too large", store)
+    assert 0 < first["decided"] < 161
+    assert_counts_what_was_committed([first], store)
+    assert_the_next_run_finishes(site, store, uninterrupted)
+
+
+def _without_dac_override() -> None:
+    """preexec_fn: a root child without CAP_DAC_OVERRIDE, so that file modes bind it as they
+    bind any user (dropped from the bounding set, the exec'd program never has it)."""
+    if os.geteuid() == 0:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_CAPBSET_DROP, _CAP_DAC_OVERRIDE, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+_PR_CAPBSET_DROP, _CAP_DAC_OVERRIDE = 24, 1
+
+
+def _worker_has_opened(store: Path, timeout: float = 20) -> None:
+    """Wait until the crawl's worker process holds the run's dedup log open: it has opened the
+    store, and writes through what it holds open (a mode changed now binds new files only)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            run = json.loads((store / MARKER).read_text())["run_id"]
+            text = (store / "logs" / f"{run}.scrapy.log").read_text()
+            found = re.search(r"in worker process (\d+)", text)
+            fds = Path(f"/proc/{found.group(1)}/fd").iterdir() if found else iter(())
+            held = {os.readlink(fd) for fd in fds}
+        except (OSError, ValueError, KeyError):
+            held = set()
+        if held and str(store / "logs" / f"{run}.jsonl") in held:
+            return
+        time.sleep(0.02)
+    raise AssertionError("the crawl's worker never opened its dedup log")
+
+
+def _chmod_tree(root: Path, writable: bool) -> None:
+    for path in [root, *root.rglob("*")]:
+        mode = path.stat().st_mode
+        path.chmod(mode | 0o200 if writable else mode & ~0o222)
+
+
+@pytest.mark.slow
+def test_a_store_made_read_only_mid_crawl_stops_in_one_line_and_the_next_run_resumes(
+    uninterrupted, tmp_path
+):
+    if os.geteuid() == 0 and sys.platform != "linux":
+        pytest.skip("dropping root's override of file modes needs Linux")
+    store = tmp_path / "store"
+    # the first page comes late, so the store can be made read-only before its first page:
+    # the WARC file that page needs is created (opened) then, and cannot be
+    routes = fault_site()
+    routes["/"] = replace(routes["/"], delay=3.0)  # type: ignore[arg-type]
+    with serve(routes) as base:
+        proc = subprocess.Popen(crawl_command(base, store), cwd=ROOT, env=child_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=_without_dac_override)  # fmt: skip
+        try:
+            _worker_has_opened(store)
+            _chmod_tree(store, writable=False)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            _chmod_tree(store, writable=True)
+        failed = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        first = assert_one_line_failure(failed, "permission denied", store / "pages")
+        assert first["decided"] == 0  # the first page could not be stored
+        assert_counts_what_was_committed([first], store)
+        summary = run_to_the_end(base, store)
+    assert summary["reason"] == "finished" and summary["decided"] == 161
+    assert any("did not stop cleanly" in note for note in summary["notes"])  # its marker stayed
+    report = verify_store(store)
+    assert report.ok and report.warc_records == len(uninterrupted["kept"]) == 131

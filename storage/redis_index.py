@@ -32,7 +32,11 @@ a retry, never a wrong decision.
 **One global order.** Each committed decision takes the next number of the ``order`` counter
 inside its transaction, so the numbers are the order in which Redis serialised the decisions,
 and replaying the pages in that order through one process (``MemoryIndex``, ``LmdbIndex``)
-decides every page as here. The order number is the document's id in this index (cluster ids
+decides every page as here. Exactly so for one node; with several, each node picks the part
+of its new representatives to index from its own fingerprint counts (the rarest, a heuristic
+of :class:`dedup.frequency.FingerprintFrequency`), so a replay may estimate other candidates on
+the way, but finds the same clusters: every cluster a page can reach is found whatever part is
+indexed, unless the ``cap`` cut a boilerplate fingerprint's list of clusters. The order number is the document's id in this index (cluster ids
 are 0, 1, 2, … in order of creation, as in the other indexes); a node keeps it with its own
 document so that the stores of all nodes can be merged in the crawl's order.
 

@@ -42,6 +42,7 @@ from dedup.cluster import GreedyClusterer
 from dedup.document import Sketcher
 from dedup.params import DedupParams, SketchParams
 from dedup.sketches import Sketch
+from storage.redis_index import DEFAULT_BUCKET_BITS
 
 __all__ = ["planted_pages", "sketched"]
 
@@ -90,6 +91,11 @@ def _percentiles(seconds: list[float]) -> dict[str, float]:
     }
 
 
+def _url(name: str) -> str:
+    """A key of a URL's usual length for a page name (the index records each page's key)."""
+    return f"https://docs.example.org/manual/en/{name}/index.html"
+
+
 def _lmdb_run(docs: list[tuple[str, Sketch, int]], folder: Path, batch: int) -> tuple[list, list]:
     from storage.store import Store
 
@@ -110,29 +116,52 @@ def _lmdb_run(docs: list[tuple[str, Sketch, int]], folder: Path, batch: int) -> 
     return times, assignments
 
 
-def _redis_run(docs: list[tuple[str, Sketch, int]], url: str) -> dict[str, Any]:
+def _redis_run(
+    docs: list[tuple[str, Sketch, int]], url: str, bucket_bits: int = DEFAULT_BUCKET_BITS
+) -> dict[str, Any]:
+    """Every page through RedisIndex.assign; its times, assignments and Redis's own counts."""
     import redis
 
     from storage.redis_index import RedisIndex
 
     client = redis.Redis.from_url(url)
     client.flushall()
-    before = int(client.info("memory")["used_memory"])
-    index = RedisIndex(client, "bench:", node=1)
+    memory_before, cpu_before = _memory(client), _cpu(client)
+    index = RedisIndex(client, "neardup:{bench}:index:", node=1, bucket_bits=bucket_bits)
     clusterer = GreedyClusterer(index, DedupParams())
-    times, assignments = [], []
+    times, assignments, retries = [], [], 0
     for name, sketch, content_hash in docs:
         began = time.perf_counter()
-        assignments.append(index.assign(clusterer, name, sketch, content_hash).assignment)
+        decided = index.assign(clusterer, _url(name), sketch, content_hash)
         times.append(time.perf_counter() - began)
-    after = int(client.info("memory")["used_memory"])
-    keys = int(client.dbsize())
+        assignments.append(decided.assignment)
+        retries += decided.attempts - 1
+    result = {
+        "times": times,
+        "assignments": assignments,
+        "memory": _memory(client) - memory_before,
+        "cpu": _cpu(client) - cpu_before,
+        "keys": int(client.dbsize()),
+        "retries": retries,
+    }
     client.close()
-    return {"times": times, "assignments": assignments, "memory": after - before, "keys": keys}
+    return result
 
 
-def _start_redis(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _memory(client: Any) -> int:
+    return int(client.info("memory")["used_memory"])
+
+
+def _cpu(client: Any) -> float:
+    cpu = client.info("cpu")
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
+def _start_redis(folder: Path, fsync: str) -> tuple[subprocess.Popen[bytes], str]:
+    """Debian's redis-server on a free loopback port, AOF on with ``appendfsync fsync``."""
     import socket
+
+    import redis
 
     executable = shutil.which("redis-server")
     if executable is None:
@@ -140,14 +169,14 @@ def _start_redis(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    data = folder / f"redis-{fsync}"
+    data.mkdir()
     process = subprocess.Popen(
         [executable, "--bind", "127.0.0.1", "--port", str(port), "--appendonly", "yes",
-         "--appendfsync", "always", "--save", "", "--dir", str(folder)],
+         "--appendfsync", fsync, "--save", "", "--dir", str(data)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     url = f"redis://127.0.0.1:{port}/0"
-    import redis
-
     deadline = time.monotonic() + 20
     while True:
         try:
@@ -160,60 +189,109 @@ def _start_redis(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.05)
 
 
+def synthetic_pages(count: int, seed: int = 7) -> list[tuple[str, Sketch, int]]:
+    """``count`` distinct pages (every one kept): MIN_100 sketches of random shingle ids."""
+    import numpy as np
+
+    from dedup.sketches import MinSketch
+
+    rng = np.random.default_rng(seed)
+    return [
+        (f"site{i % 5000}/page-{i}", MinSketch.from_ids(rng.integers(0, 2**64, 400, np.uint64), 100),
+         int(rng.integers(0, 2**63)))
+        for i in range(count)
+    ]  # fmt: skip
+
+
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.corpus import html_corpus
 
     paths = html_corpus(min_pages=args.pages)[: args.pages]
     docs = sketched(planted_pages(paths))
+    runs: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="neardup-bench-") as tmp:
         folder = Path(tmp)
-        process = None
-        url = args.redis
-        if url is None:
-            process, url = _start_redis(folder)
-        try:
-            lmdb_times, lmdb_assignments = _lmdb_run(docs, folder, args.batch)
-            redis_result = _redis_run(docs, url)
-        finally:
-            if process is not None:
-                process.terminate()
-                process.wait()
-    if redis_result["assignments"] != lmdb_assignments:
-        raise SystemExit("the two indexes decided differently: a bug")
+        lmdb_times, lmdb_assignments = _lmdb_run(docs, folder, args.batch)
+        for fsync in ("always", "everysec"):
+            process, url = _start_redis(folder, fsync) if args.redis is None else (None, args.redis)
+            try:
+                runs[fsync] = _redis_run(docs, url)
+                if fsync == "always" and args.scale:
+                    # buckets about as full as a crawl of the right bucket_bits fills them
+                    bits = max(4, (args.scale * 23 // 100).bit_length() - 1)
+                    runs["scale"] = _redis_run(synthetic_pages(args.scale), url, bits)
+                    runs["scale"]["bucket_bits"] = bits
+            finally:
+                if process is not None:
+                    process.terminate()
+                    process.wait()
+            if args.redis is not None:
+                break
+    for run in ("always", "everysec"):
+        if run in runs and runs[run]["assignments"] != lmdb_assignments:
+            raise SystemExit("the two indexes decided differently: a bug")
     kept = sum(a.representative for a in lmdb_assignments)
     lmdb = _percentiles(lmdb_times)
-    on_redis = _percentiles(redis_result["times"])
-    return {
+    result: dict[str, Any] = {
         "pages": len(docs),
         "kept": kept,
         "dropped": len(docs) - kept,
         "lmdb_us": lmdb,
-        "redis_us": on_redis,
-        "ratio": {k: round(on_redis[k] / lmdb[k], 2) for k in lmdb},
-        "redis_bytes_per_kept_page": round(redis_result["memory"] / kept),
-        "redis_keys": redis_result["keys"],
-        "redis_memory": redis_result["memory"],
     }
+    for run, found in runs.items():
+        times = _percentiles(found["times"])
+        pages = len(found["times"])
+        kept_here = kept if run != "scale" else pages
+        result[run] = {
+            "pages": pages,
+            "us": times,
+            "ratio": {k: round(times[k] / lmdb[k], 1) for k in lmdb},
+            "bytes_per_kept_page": round(found["memory"] / kept_here),
+            "keys": found["keys"],
+            "memory": found["memory"],
+            "redis_cpu_us_per_decision": round(found["cpu"] / pages * 1e6, 1),
+            "retries": found["retries"],
+            **({"bucket_bits": found["bucket_bits"]} if "bucket_bits" in found else {}),
+        }
+    return result
 
 
 def _table(result: dict[str, Any]) -> str:
     lines = [
-        f"{result['pages']} pages, {result['kept']} kept, {result['dropped']} dropped "
-        "(the same decisions on both indexes)",
+        f"{result['pages']} real pages, {result['kept']} kept, {result['dropped']} dropped "
+        "(the same decisions on every index)",
         "",
-        "| a decision (µs)  |    p50 |    p99 |   mean |",
-        "|------------------|-------:|-------:|-------:|",
+        "| a decision (µs)                  |    p50 |    p99 |   mean | Redis CPU |",
+        "|----------------------------------|-------:|-------:|-------:|----------:|",
     ]
-    for label, key in (("LMDB (local)", "lmdb_us"), ("Redis (loopback)", "redis_us")):
-        row = result[key]
-        lines.append(f"| {label:<16} | {row['p50']:>6} | {row['p99']:>6} | {row['mean']:>6} |")
-    ratio = result["ratio"]
-    lines.append(f"| Redis / LMDB     | {ratio['p50']:>5}x | {ratio['p99']:>5}x | {ratio['mean']:>5}x |")
-    lines += [
-        "",
-        f"Redis memory: {result['redis_memory']:,} bytes in {result['redis_keys']:,} keys, "
-        f"{result['redis_bytes_per_kept_page']:,} bytes per kept page",
-    ]
+    row = result["lmdb_us"]
+    lines.append(f"| {'LMDB, local, batches of 64':<32} | {row['p50']:>6} | {row['p99']:>6} "
+                 f"| {row['mean']:>6} |         - |")  # fmt: skip
+    labels = {"always": "Redis, AOF fsync always", "everysec": "Redis, AOF fsync everysec",
+              "scale": "Redis, fsync always, at scale"}  # fmt: skip
+    for run in ("always", "everysec", "scale"):
+        if run not in result:
+            continue
+        found = result[run]
+        row = found["us"]
+        lines.append(f"| {labels[run]:<32} | {row['p50']:>6} | {row['p99']:>6} | {row['mean']:>6} "
+                     f"| {found['redis_cpu_us_per_decision']:>9} |")  # fmt: skip
+    lines += ["", "| Redis / LMDB                     |    p50 |    p99 |   mean |",
+              "|----------------------------------|-------:|-------:|-------:|"]  # fmt: skip
+    for run in ("always", "everysec"):
+        if run in result:
+            ratio = result[run]["ratio"]
+            lines.append(f"| {labels[run]:<32} | {ratio['p50']:>5}x | {ratio['p99']:>5}x "
+                         f"| {ratio['mean']:>5}x |")  # fmt: skip
+    lines += ["", "| Redis memory                     |  pages |   keys |  bytes per kept page |",
+              "|----------------------------------|-------:|-------:|---------------------:|"]  # fmt: skip
+    for run in ("always", "scale"):
+        if run in result:
+            found = result[run]
+            label = "real pages" if run == "always" else (
+                f"distinct pages, bucket_bits {found['bucket_bits']}")
+            lines.append(f"| {label:<32} | {found['pages']:>6} | {found['keys']:>6} "
+                         f"| {found['bytes_per_kept_page']:>20,} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -223,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--pages", type=int, default=1500, help="real pages (copies are added)")
     parser.add_argument("--batch", type=int, default=64, help="LMDB decisions per commit")
+    parser.add_argument("--scale", type=int, default=20000,
+                        help="distinct synthetic pages for memory at full buckets (0: skip)")
     parser.add_argument("--redis", help="a redis:// URL to use (flushed!) instead of starting one")
     parser.add_argument("--json", action="store_true", help="print JSON, not the table")
     args = parser.parse_args(argv)

@@ -114,6 +114,8 @@ class FrontierScheduler(BaseScheduler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
         import redis
+        from redis.backoff import ExponentialBackoff
+        from redis.retry import Retry
 
         settings = crawler.settings
         url = settings.get(defaults.SETTING_URL)
@@ -124,7 +126,11 @@ class FrontierScheduler(BaseScheduler):
             raise NotConfigured(f"{defaults.SETTING_CRAWL} (the crawl's name) is not set")
         node, nodes = parse_node(settings.get(defaults.SETTING_NODE, "1/1"))
         settle = settings.getfloat(defaults.SETTING_SETTLE, defaults.SETTLE_SECONDS)
-        server = redis.Redis.from_url(url)
+        # a Redis restart is ridden out: commands are retried for half a minute or so
+        retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=40)
+        server = redis.Redis.from_url(
+            url, retry=retry, retry_on_error=[redis.ConnectionError, redis.TimeoutError]
+        )
         scheduler = cls(server, crawl, node, nodes, settle=settle, crawler=crawler)
         _SCHEDULERS[crawler] = scheduler
         return scheduler
@@ -273,6 +279,10 @@ class FrontierScheduler(BaseScheduler):
         if not self._registered:
             self.queues.register()
             self._registered = True
+        if not self._in_flight and self.server.llen(self.queues.inflight_key):
+            # idle, holding nothing, yet entries in flight: popped by a command whose reply
+            # was lost (a connection that broke), so no request of this process has them
+            self._inc("neardup/frontier/recovered", self.queues.recover())
         if self.finished():
             return
         raise DontCloseSpider

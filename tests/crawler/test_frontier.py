@@ -354,3 +354,27 @@ def test_a_node_killed_mid_crawl_and_restarted_loses_nothing_and_refetches_only_
     assert set(stored) == pages
     # a page stored twice was committed, not yet acknowledged, when its node was killed
     assert {url for url, count in stored.items() if count > 1} <= held
+
+
+@pytest.mark.slow
+def test_a_redis_restart_mid_crawl_loses_no_url_and_fetches_none_twice(
+    redis_server, redis_client, tmp_path
+):
+    """redis-server is killed (SIGKILL) a third of the way through and is back a second later:
+    the nodes retry their commands meanwhile, and with the AOF fsynced on every write nothing
+    Redis acknowledged is lost."""
+    with Site(choose_hosts(), delay=0.1).serving() as site:
+        fetched, pages = site.expected()
+        nodes = {n: start_node(n, redis_server.url, site, tmp_path) for n in range(1, NODES + 1)}
+        deadline = time.monotonic() + 120
+        while sum(len(committed(tmp_path, n)) for n in nodes) < len(pages) // 3:
+            assert time.monotonic() < deadline, "the crawl made too little progress"
+            time.sleep(0.02)
+        redis_server.stop(kill=True)
+        time.sleep(1.0)
+        redis_server.start()
+        wait_all(nodes, tmp_path)
+        assert site.fetches() == Counter(fetched)
+    check_finished(redis.Redis.from_url(redis_server.url), tmp_path)
+    stored = [url for n in range(1, NODES + 1) for url in committed(tmp_path, n)]
+    assert sorted(stored) == sorted(pages)

@@ -198,7 +198,9 @@ def _start_redis(folder: Path, fsync: str) -> tuple[subprocess.Popen[bytes], str
             time.sleep(0.05)
 
 
-def synthetic_pages(count: int, *, copies: bool = False, seed: int = 7) -> list[tuple[str, Sketch, int]]:
+def synthetic_pages(
+    count: int, *, copies: bool = False, seed: int = 7
+) -> list[tuple[str, Sketch, int]]:
     """``count`` pages: MIN_100 sketches of random shingle ids, all distinct (every page kept),
     or with ``copies`` a first page and near copies of it (every later page dropped)."""
     import numpy as np
@@ -276,8 +278,8 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
 
 def _table(result: dict[str, Any]) -> str:
     lines = [
-        f"{result['pages']} real pages, {result['kept']} kept, {result['dropped']} dropped "
-        "(the same decisions on every index)",
+        (f"{result['pages']} real pages, {result['kept']} kept, {result['dropped']} dropped "
+         "(the same decisions on every index)"),
         "",
         "| a decision (µs)                  |    p50 |    p99 |   mean | Redis CPU |",
         "|----------------------------------|-------:|-------:|-------:|----------:|",
@@ -285,8 +287,12 @@ def _table(result: dict[str, Any]) -> str:
     row = result["lmdb_us"]
     lines.append(f"| {'LMDB, local, batches of 64':<32} | {row['p50']:>6} | {row['p99']:>6} "
                  f"| {row['mean']:>6} |         - |")  # fmt: skip
-    labels = {"always": "Redis, AOF fsync always", "everysec": "Redis, AOF fsync everysec",
-              "scale": "Redis, always, distinct pages", "copies": "Redis, always, near copies"}  # fmt: skip
+    labels = {
+        "always": "Redis, AOF fsync always",
+        "everysec": "Redis, AOF fsync everysec",
+        "scale": "Redis, always, distinct pages",
+        "copies": "Redis, always, near copies",
+    }
     for run in ("always", "everysec", "scale", "copies"):
         if run not in result:
             continue
@@ -301,8 +307,11 @@ def _table(result: dict[str, Any]) -> str:
             ratio = result[run]["ratio"]
             lines.append(f"| {labels[run]:<32} | {ratio['p50']:>5}x | {ratio['p99']:>5}x "
                          f"| {ratio['mean']:>5}x |")  # fmt: skip
-    lines += ["", "| Redis memory                              |  pages |   keys | bytes per page |",
-              "|-------------------------------------------|-------:|-------:|---------------:|"]  # fmt: skip
+    lines += [
+        "",
+        "| Redis memory                              |  pages |   keys | bytes per page |",
+        "|-------------------------------------------|-------:|-------:|---------------:|",
+    ]
     for run, label in (("always", "real pages, per kept page"),
                        ("scale", "distinct pages, per kept page"),
                        ("copies", "near copies, per dropped page")):  # fmt: skip

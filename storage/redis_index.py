@@ -36,9 +36,11 @@ decides every page as here. Exactly so for one node; with several, each node pic
 of its new representatives to index from its own fingerprint counts (the rarest, a heuristic
 of :class:`dedup.frequency.FingerprintFrequency`), so a replay may estimate other candidates on
 the way, but finds the same clusters: every cluster a page can reach is found whatever part is
-indexed, unless the ``cap`` cut a boilerplate fingerprint's list of clusters. The order number is the document's id in this index (cluster ids
-are 0, 1, 2, … in order of creation, as in the other indexes); a node keeps it with its own
-document so that the stores of all nodes can be merged in the crawl's order.
+indexed, unless the ``cap`` cut a boilerplate fingerprint's list of clusters.
+
+The order number is the document's id in this index (cluster ids are 0, 1, 2, … in order of
+creation, as in the other indexes); a node keeps it with its own document so that the stores of
+all nodes can be merged in the crawl's order.
 
 **A decision recorded per key.** The transaction also records, under the caller's key (the
 page's URL), the decision, its order number and the node. A node killed after ``EXEC`` but
@@ -213,7 +215,8 @@ while i <= #ARGV do
     local key = per_id('@HEADS@', c)
     local first, size, identical = string.match(redis.call('HGET', key, c), '^(%d+),(%d+),(%d)$')
     if ARGV[i + 2] == '0' then identical = '0' end
-    redis.call('HSET', key, c, first .. ',' .. string.format('%d', tonumber(size) + 1) .. ',' .. identical)
+    size = string.format('%d', tonumber(size) + 1)
+    redis.call('HSET', key, c, first .. ',' .. size .. ',' .. identical)
     i = i + 3
   elseif op == 'member_sketch' then
     redis.call('APPEND', prefix .. '@MEMBERS@' .. id(ARGV[i + 1]), ARGV[i + 2])
@@ -535,7 +538,8 @@ class RedisIndex:
             if missing.size:
                 keys = [self._key("postings", b) for b in self._buckets(missing)]
                 txn.pipe.watch(*dict.fromkeys(keys))
-                txn.fingerprints.update(zip(missing.tolist(), self._postings_values(missing, self._r)))
+                found = self._postings_values(missing, self._r)
+                txn.fingerprints.update(zip(missing.tolist(), found))
             values = [txn.fingerprints[fp] for fp in fps.tolist()]
         counts: Counter[int] = Counter()
         capped = 0

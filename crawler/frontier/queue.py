@@ -89,7 +89,9 @@ class NodeQueues(Base):  # type: ignore[misc]  # scrapy-redis ships no type hint
     def owner(self, request: Request) -> int:
         return node_of_url(request.url, self.nodes)
 
-    def push(self, request: Request, fingerprint: bytes | None, replaces: bytes | None = None) -> bool:
+    def push(
+        self, request: Request, fingerprint: bytes | None, replaces: bytes | None = None
+    ) -> bool:
         """Queue ``request`` for its host's node, unless ``fingerprint`` (None: not filtered)
         was seen; acknowledge ``replaces`` in the same step. True if queued."""
         queue, _ = defaults.node_keys(self.crawl, self.owner(request))

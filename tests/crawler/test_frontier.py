@@ -5,6 +5,7 @@ them killed mid-crawl and started again."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -14,7 +15,6 @@ import sys
 import threading
 import time
 from collections import Counter
-import contextlib
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -181,7 +181,7 @@ class Site:
 
     def fetches(self) -> Counter[str]:
         with self.lock:
-            return Counter(f"http://{host}:{self.port(host)}{path}" for host, path, _, _ in self.log)
+            return Counter(f"http://{h}:{self.port(h)}{path}" for h, path, _, _ in self.log)
 
     def port(self, host: str) -> int:
         return self.servers[self.hosts.index(host)].server_address[1]
@@ -191,7 +191,7 @@ class Site:
         site = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's name
+            def do_GET(self):
                 host = self.server.server_address[0]
                 with site.lock:
                     site.log.append((host, self.path, self.headers.get("User-Agent", ""),
@@ -247,7 +247,8 @@ def start_node(node: int, url: str, site: Site, folder: Path) -> subprocess.Pope
     }
     path = folder / f"spec-{node}.json"
     path.write_text(json.dumps(spec))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    path_list = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path_list}
     log = (folder / f"node-{node}.log").open("ab")
     code = "from tests.crawler.frontier_node import main; main()"
     process = subprocess.Popen([sys.executable, "-c", code, str(path)], cwd=ROOT, env=env,

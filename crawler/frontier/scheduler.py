@@ -5,9 +5,11 @@ node's or another's), if the crawl has not seen it; no request waits in this pro
 :meth:`FrontierScheduler.next_request` pops this node's queue into its in-flight list, and the
 request stays there until it is acknowledged:
 
-* a page the crawl keeps an item of: the crawl calls :meth:`FrontierScheduler.ack` once the
-  page is decided and committed to its store (after the page's links were queued, which
-  :class:`~crawler.frontier.middleware.FrontierSpiderMiddleware` waits for);
+* a page the crawl keeps an item of: the crawl calls :meth:`FrontierScheduler.ack` (or
+  :meth:`~FrontierScheduler.ack_url`) once the page is decided and committed to its store
+  (after the page's links were queued, which
+  :class:`~crawler.frontier.middleware.FrontierSpiderMiddleware` waits for), or this scheduler
+  when a pipeline raised on the item (``item_error``: there is nothing to commit);
 * a response whose callback yields no item: the middleware, when the output is consumed;
 * a failure (a download error, robots.txt, an HTTP error status): the errback this scheduler
   gives each request, before the request's own errback, if any;
@@ -154,11 +156,20 @@ class FrontierScheduler(BaseScheduler):
         )  # fmt: skip
         if self.crawler is not None:
             self.crawler.signals.connect(self._idle, signal=signals.spider_idle)
+            self.crawler.signals.connect(self._item_error, signal=signals.item_error)
 
     def close(self, reason: str) -> None:
         if self.crawler is not None:
             self.crawler.signals.disconnect(self._idle, signal=signals.spider_idle)
+            self.crawler.signals.disconnect(self._item_error, signal=signals.item_error)
         self.server.close()
+
+    def _item_error(self, item: Any, response: Any, **_: Any) -> None:
+        """A pipeline raised on an item: nothing of it will be committed, so nobody will
+        acknowledge its request but this."""
+        request = getattr(response, "request", None)
+        if request is not None:
+            self.ack(request)
 
     def has_pending_requests(self) -> bool:
         return self.queues is not None and len(self.queues) > 0

@@ -4,8 +4,9 @@ JSON-lines file (written and fsynced) before it acknowledges the page's request.
 
     python -c "from tests.crawler.frontier_node import main; main()" SPEC.json
 
-SPEC.json: ``start_urls``, ``settings`` (the frontier's among them), ``committed`` (the file),
-``result`` (where the finish reason and stats are written).
+SPEC.json: ``start_urls``, ``settings`` (the frontier's among them; ``TEST_FAIL``: a URL whose
+item the pipeline raises on), ``committed`` (the file), ``result`` (where the finish reason and
+stats are written).
 """
 
 from __future__ import annotations
@@ -39,15 +40,19 @@ class LinkSpider(scrapy.Spider):
 class CommitThenAck:
     """Writes the page to the node's file, durably, then acknowledges its request."""
 
-    def __init__(self, crawler, path: str) -> None:
+    def __init__(self, crawler, path: str, fail: str | None) -> None:
         self.crawler = crawler
         self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close_spider
+        self.fail = fail
 
     @classmethod
     def from_crawler(cls, crawler):
-        return cls(crawler, crawler.settings["TEST_COMMITTED"])
+        settings = crawler.settings
+        return cls(crawler, settings["TEST_COMMITTED"], settings.get("TEST_FAIL"))
 
     def process_item(self, item: dict[str, Any]) -> dict[str, Any]:
+        if item["url"] == self.fail:  # a pipeline that breaks on one page
+            raise RuntimeError(f"cannot store {item['url']}")
         self.file.write(json.dumps(item) + "\n")
         self.file.flush()
         os.fsync(self.file.fileno())

@@ -7,8 +7,8 @@ page in one optimistic transaction (Redis's ``WATCH``/``MULTI``/``EXEC``):
 
 1. ``WATCH`` the keys the decision reads: the posting buckets of the page's fingerprints, the
    bucket of its content hash, the bucket of its key (URL);
-2. read them (one script call returns the postings, the exact-hash entry and any decision
-   already recorded for the key);
+2. read them: one script call returns any decision already recorded for the key, else the
+   exact-hash entry (and for an exact duplicate its cluster), else the postings;
 3. decide in Python (``GreedyClusterer.decide``) and collect the writes
    (``GreedyClusterer.write``; nothing of the clusterer's own state changes yet);
 4. ``MULTI``, one script that applies the writes and takes the global order number (``INCR``),
@@ -132,18 +132,32 @@ _FP = struct.Struct(">Q")
 #: a decision whose transaction keeps failing this often is a bug, not contention
 _MAX_ATTEMPTS = 1000
 
-# Read-only: any recorded decision of the key, else the exact-hash entry and the postings.
-# KEYS: key bucket, exact bucket; ARGV: prefix, key digest, exact field, the fingerprints
-# (8 bytes each, concatenated) and their buckets (comma-separated). Returns the key's order
-# (or false), its record or the exact entry, then (position, postings) of each fingerprint
-# that has postings: most have none, so the reply stays short.
+# Read-only: any recorded decision of the key; else the exact-hash entry, and then (an exact
+# duplicate needs nothing else) its cluster's representative and head when asked (ARGV[6]: the
+# "first" rule, under which they never change), or else the postings. KEYS: key bucket, exact
+# bucket; ARGV: prefix, key digest, exact field, the fingerprints (8 bytes each, concatenated),
+# their buckets (comma-separated), '1' to read an exact duplicate's cluster. Returns the key's
+# order (or false) and its record, or false, the exact entry (or false), the cluster's sketch
+# and head (or false, false), then (position, postings) of each fingerprint with postings: most
+# have none, so the reply stays short.
 _READ = """
 local doc = redis.call('HGET', KEYS[1], ARGV[2])
 if doc then
   local bucket = string.format('%d', math.floor(tonumber(doc) / @PER@))
   return {doc, redis.call('HGET', ARGV[1] .. '@DOCUMENTS@' .. bucket, doc)}
 end
-local out = {false, redis.call('HGET', KEYS[2], ARGV[3])}
+local exact = redis.call('HGET', KEYS[2], ARGV[3])
+if exact then
+  local sketch, head = false, false
+  if ARGV[6] == '1' then
+    local cluster = string.match(exact, ',(%d+)$')
+    local bucket = string.format('%d', math.floor(tonumber(cluster) / @PER@))
+    sketch = redis.call('GET', ARGV[1] .. '@SKETCH@' .. cluster)
+    head = redis.call('HGET', ARGV[1] .. '@HEADS@' .. bucket, cluster)
+  end
+  return {false, exact, sketch, head}
+end
+local out = {false, false, false, false}
 local fields, postings, i = ARGV[4], ARGV[1] .. '@POSTINGS@', 0
 for bucket in string.gmatch(ARGV[5], '%d+') do
   i = i + 1
@@ -415,15 +429,20 @@ class RedisIndex:
                     pipe.watch(key_bucket, exact_key, *dict.fromkeys(posting_keys))
                     found = self._call(
                         "read", pipe, [key_bucket, exact_key],
-                        [self._p, digest, exact_field, fields, bucket_list],
+                        [self._p, digest, exact_field, fields, bucket_list,
+                         b"0" if mutable else b"1"],
                     )  # fmt: skip
                     if found[0] is not None:
                         return self._recorded(int(found[0]), found[1], key, attempts)
                     txn = _Transaction(pipe, mutable, exact=found[1])
-                    txn.fingerprints = dict.fromkeys(fps.tolist())
-                    listed = fps.tolist()
-                    for position, value in zip(found[2::2], found[3::2]):
-                        txn.fingerprints[listed[position - 1]] = value
+                    if found[1] is not None:  # an exact duplicate: no postings were read
+                        if found[2] is not None:
+                            self._cluster_read(txn, int(found[1].split(b",")[1]), *found[2:4])
+                    else:
+                        listed = fps.tolist()
+                        txn.fingerprints = dict.fromkeys(listed)
+                        for position, value in zip(found[4::2], found[5::2]):
+                            txn.fingerprints[listed[position - 1]] = value
                     self._txn = txn
                     try:
                         decision = clusterer.decide(sketch, content_hash)
@@ -587,6 +606,13 @@ class RedisIndex:
         if txn is not None and txn.mutable:
             txn.pipe.watch(*keys)
         raw, head = self._call("read_cluster", client, keys, [b"%d" % cluster_id])
+        return self._cluster_read(txn, cluster_id, raw, head)
+
+    def _cluster_read(
+        self, txn: _Transaction | None, cluster_id: int, raw: bytes | None, head: bytes | None
+    ) -> tuple[Sketch, ClusterInfo]:
+        """A cluster's representative and head as read: parsed, remembered for the
+        transaction, the sketch cached when it cannot change."""
         if raw is None or head is None:
             raise KeyError(f"no cluster {cluster_id}")
         sketch = sketch_from_bytes(raw)

@@ -125,6 +125,50 @@ def test_a_node_started_with_another_count_of_nodes_is_refused(redis_client):
         NodeQueues(redis_client, spider, "t", 1, 4).check_nodes()
 
 
+def test_a_page_is_acknowledged_only_once_its_links_are_queued(redis_client):
+    """The scheduler's own bookkeeping, without an engine: an ack that comes while the page's
+    callback output is still being consumed waits for its end; a page without items is
+    acknowledged at the end of its output; a failure through the errback it was given."""
+    from crawler.frontier.scheduler import FrontierScheduler
+
+    scheduler = FrontierScheduler(redis_client, "t", 1, 1)
+    scheduler.open(QueueSpider())
+    inflight = scheduler.queues.inflight_key
+    for path in ("a", "b", "c"):
+        assert scheduler.enqueue_request(Request(f"http://{host_of_node(1, 1)}/{path}"))
+    first, second, third = (scheduler.next_request() for _ in range(3))
+    assert redis_client.llen(inflight) == 3
+
+    scheduler.output_started(first)
+    scheduler.ack_url(first.url)  # the page is committed before its output is consumed
+    assert redis_client.llen(inflight) == 3
+    scheduler.output_finished(first, items=1)
+    assert redis_client.llen(inflight) == 2
+
+    scheduler.output_started(second)
+    scheduler.output_finished(second, items=0)  # nothing to commit: acknowledged at once
+    assert redis_client.llen(inflight) == 1
+
+    failure = type("Failure", (), {"request": third})()  # what Scrapy hands an errback
+    assert third.errback(failure) is failure  # no errback of its own: the failure goes on
+    assert redis_client.llen(inflight) == 0
+    assert scheduler.next_request() is None and not scheduler.has_pending_requests()
+
+
+def test_a_redirect_takes_its_requests_place_with_its_own_errback(redis_client):
+    from crawler.frontier.scheduler import FrontierScheduler
+
+    scheduler = FrontierScheduler(redis_client, "t", 1, 1)
+    scheduler.open(QueueSpider())
+    assert scheduler.enqueue_request(Request(f"http://{host_of_node(1, 1)}/a"))
+    popped = scheduler.next_request()
+    moved = popped.replace(url=f"http://{host_of_node(1, 1)}/b")  # as RedirectMiddleware does
+    assert scheduler.enqueue_request(moved)
+    assert redis_client.llen(scheduler.queues.inflight_key) == 0
+    again = scheduler.next_request()
+    assert again.url.endswith("/b") and again.errback.original is None
+
+
 # --- real crawls -----------------------------------------------------------------------------
 
 

@@ -15,6 +15,9 @@ page in one optimistic transaction (Redis's ``WATCH``/``MULTI``/``EXEC``):
    ``EXEC``. If another node changed a watched key since step 1, ``EXEC`` does nothing and the
    whole decision is made again, on what is there now.
 
+That is three round trips to Redis a decision (``WATCH``, the read, ``MULTI`` … ``EXEC``), and one
+more for each candidate whose representative this process has not read before.
+
 **Why two near copies decided at the same instant cannot both be kept.** Let A and B be pages
 whose estimated resemblance reaches the threshold ``t``. A kept page is indexed under part of
 its fingerprints, :func:`dedup.cluster.indexed_count` of them, and any part of that size holds

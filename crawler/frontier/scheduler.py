@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import DontCloseSpider, NotConfigured
+from scrapy.utils.request import RequestFingerprinter
 
 from crawler.frontier import defaults
 from crawler.frontier.partition import parse_node
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     import redis
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+    from scrapy.utils.request import RequestFingerprinterProtocol
     from twisted.python.failure import Failure
 
 __all__ = ["FrontierScheduler"]
@@ -80,7 +82,12 @@ class _AckOnFailure:
 
 
 class FrontierScheduler(BaseScheduler):
-    """Node ``node`` of ``nodes`` of the crawl ``crawl`` whose frontier is in ``server``."""
+    """Node ``node`` of ``nodes`` of the crawl ``crawl`` whose frontier is in ``server``.
+
+    ``settle``: seconds between the two looks that end the crawl; ``fingerprinter``: what fills
+    the seen set (Scrapy's default one unless given); ``user_agent``: this node's, taken off
+    the redirects it hands on; ``crawler``: for stats and signals (``from_crawler`` gives all).
+    """
 
     def __init__(
         self,
@@ -90,6 +97,8 @@ class FrontierScheduler(BaseScheduler):
         nodes: int,
         *,
         settle: float = defaults.SETTLE_SECONDS,
+        fingerprinter: RequestFingerprinterProtocol | None = None,
+        user_agent: str | None = None,
         crawler: Crawler | None = None,
     ) -> None:
         if not _CRAWL_NAME.fullmatch(crawl):
@@ -103,6 +112,10 @@ class FrontierScheduler(BaseScheduler):
         self.node = node
         self.nodes = nodes
         self.settle = settle
+        #: Scrapy's request fingerprints fill the seen set (the crawler's, from from_crawler)
+        self.fingerprinter = fingerprinter or RequestFingerprinter()
+        #: this node's User-Agent, taken off the redirects it hands to other nodes
+        self.user_agent = user_agent
         self.crawler = crawler
         self.stats = crawler.stats if crawler is not None else None
         self.queues: NodeQueues | None = None
@@ -133,7 +146,11 @@ class FrontierScheduler(BaseScheduler):
         server = redis.Redis.from_url(
             url, retry=retry, retry_on_error=[redis.ConnectionError, redis.TimeoutError]
         )
-        scheduler = cls(server, crawl, node, nodes, settle=settle, crawler=crawler)
+        scheduler = cls(
+            server, crawl, node, nodes, settle=settle,
+            fingerprinter=crawler.request_fingerprinter,
+            user_agent=settings.get("USER_AGENT"), crawler=crawler,
+        )  # fmt: skip
         _SCHEDULERS[crawler] = scheduler
         return scheduler
 
@@ -186,9 +203,7 @@ class FrontierScheduler(BaseScheduler):
             request = request.replace(errback=request.errback.original)
         if replaces is not None:
             self._drop_own_user_agent(request)
-        fingerprint = None
-        if not request.dont_filter and self.crawler is not None:
-            fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
+        fingerprint = None if request.dont_filter else self.fingerprinter.fingerprint(request)
         owner = self.queues.owner(request)
         queued = self.queues.push(request, fingerprint, replaces)
         if replaces is not None:
@@ -207,9 +222,7 @@ class FrontierScheduler(BaseScheduler):
         """A redirect copies its request's headers, among them the User-Agent this node's
         ``UserAgentMiddleware`` gave it; the node that fetches it gives its own (which may name
         it), so this node's is taken off."""
-        if self.crawler is None:
-            return
-        own = self.crawler.settings.get("USER_AGENT")
+        own = self.user_agent
         if own and request.headers.get("User-Agent") == own.encode():
             del request.headers["User-Agent"]
 

@@ -65,9 +65,9 @@ retry adopts it.
 * ``m:<cluster>`` string: the recorded member sketches ("popular" representative only);
 * ``meta`` hash, ``order`` and ``clusters`` counters.
 
-Small hashes are what keep this compact: Redis stores a hash of at most 128 short fields as one
-flat listpack (``hash-max-listpack-entries``, ``-value``), about 15 bytes a posting instead of
-the ~70 bytes of a key of its own. Fingerprints, hashes and key digests are spread over
+Small hashes are what keep this compact: Redis stores a hash of a few hundred short fields as
+one flat listpack (``hash-max-listpack-entries``, 512, and ``-value``, 64 bytes), about 15 bytes
+a posting instead of the ~70 bytes of a key of its own. Fingerprints, hashes and key digests are spread over
 ``2**bucket_bits`` buckets by :func:`dedup.frequency.multiply_shift` (sketch values are the
 *smallest* of a page's ids, so their own high bits would all land in a few buckets).
 ``bucket_bits`` is fixed when the index is created: about ``log2(postings / 100)`` for the crawl
@@ -119,9 +119,10 @@ KEYS = {
     "sketch": "c:%d",
     "members": "m:%d",
 }
-#: 2**20 buckets: listpack-sized (about 100 fields) at some 5 million kept pages
+#: 2**20 buckets: about 100 postings each at 8 million kept pages (13 postings each at MIN_100
+#: and threshold 0.9), still listpacks at 40 million
 DEFAULT_BUCKET_BITS = 20
-#: ids per ``g:`` and ``h:`` hash: Redis's default ``hash-max-listpack-entries``
+#: ids per ``g:`` and ``h:`` hash, well within ``hash-max-listpack-entries``
 _PER_ID_BUCKET = 128
 #: stand-ins for the ids only the committing script knows (valid ids are below 2**63)
 _PENDING_DOC = 2**63

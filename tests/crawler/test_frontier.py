@@ -371,15 +371,16 @@ def test_a_node_killed_mid_crawl_and_restarted_loses_nothing_and_refetches_only_
         victim = 2
         share = sum(node_of_url(url, NODES) == victim for url in pages)
         nodes = {n: start_node(n, redis_server.url, site, tmp_path) for n in range(1, NODES + 1)}
+        _, inflight = defaults.node_keys("test", victim)
         deadline = time.monotonic() + 120
-        while len(committed(tmp_path, victim)) < share // 3:
+        # a third of its pages stored, and pages in flight (each takes the server 0.15 s)
+        while len(committed(tmp_path, victim)) < share // 3 or redis_client.llen(inflight) < 2:
             assert time.monotonic() < deadline, "node 2 committed too little"
             assert nodes[victim].poll() is None, "node 2 ended before it was killed"
-            time.sleep(0.02)
+            time.sleep(0.005)
         os.kill(nodes[victim].pid, signal.SIGKILL)
         nodes[victim].wait()
         killed_at = time.monotonic()
-        _, inflight = defaults.node_keys("test", victim)
         held = {pickle.loads(raw)["url"] for raw in redis_client.lrange(inflight, 0, -1)}
         assert held, "nothing was in flight when node 2 was killed"
         nodes[victim] = start_node(victim, redis_server.url, site, tmp_path)

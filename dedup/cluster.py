@@ -13,6 +13,11 @@ A crawler must decide before it stores and store before it records, so the work 
 * :meth:`GreedyClusterer.apply` writes that decision and returns an :class:`Assignment`;
 * :meth:`GreedyClusterer.assign` does both.
 
+``apply`` is itself two steps, :meth:`~GreedyClusterer.write` (the index's writes only) and
+:meth:`~GreedyClusterer.applied` (the clusterer's own counts), for an index that commits each
+decision in an optimistic transaction and must be able to decide and write again when the
+commit fails (``storage.redis_index``).
+
 >>> from dedup.memory_index import MemoryIndex
 >>> from dedup.params import DedupParams
 >>> from dedup.sketches import MinSketch
@@ -292,49 +297,72 @@ class GreedyClusterer:
         the "popular" rule the member's sketch is recorded and the representative recomputed
         (:func:`popular_sketch`), except when a cluster of identical documents gets one more
         copy, which cannot change the ranking.
+
+        It is :meth:`write` then :meth:`applied`; an index whose writes can fail to commit
+        (one optimistic transaction per decision, as ``storage.redis_index`` makes) calls the
+        two itself, so that a failed commit leaves the clusterer as it was.
+        """
+        assignment = self.write(doc_id, sketch, content_hash, decision)
+        self.applied(sketch, decision)
+        return assignment
+
+    def write(
+        self, doc_id: int, sketch: Sketch, content_hash: int, decision: Decision
+    ) -> Assignment:
+        """The index writes of :meth:`apply`, and nothing else: the clusterer's own state (the
+        fingerprint frequencies, the counters, whether the index need is recorded) stays as it
+        was, so :meth:`decide` and :meth:`write` can be run again after a commit that failed.
+
+        The rarest part of a new representative is chosen before the page's own fingerprints
+        are counted, which chooses the same part as counting first: counting adds one to every
+        counter of the page's fingerprints, so each of their estimates grows by one and their
+        order stays as it was (:meth:`~dedup.frequency.FingerprintFrequency.add`).
         """
         self._check_sketch(sketch)
         popular = self.params.representative == "popular"
-        indexed = None
-        if self._frequency is not None:
-            distinct = sketch.distinct()
-            self._frequency.add(distinct)
-            if decision.kind == "kept":
-                indexed = self._indexed_part(sketch, distinct)
         if decision.kind == "kept":
+            indexed = None
+            if self._frequency is not None:
+                indexed = self._indexed_part(sketch, sketch.distinct())
             if not self._need_recorded:
                 self.index.set_index_need(self.index_need)
-                self._need_recorded = True
             cluster_id = self.index.new_cluster(doc_id, sketch, indexed)
             # the hash can be known already only if a copy was applied after this decision:
             # add_exact keeps the first document of a hash, the one exact duplicates point to
             self.index.add_exact(content_hash, doc_id, cluster_id)
             if popular:
                 self.index.record_member_sketch(cluster_id, sketch)
-            assignment = Assignment(doc_id, cluster_id, decision, True, True)
+            return Assignment(doc_id, cluster_id, decision, True, True)
+        assert decision.cluster_id is not None  # Decision enforces it
+        cluster_id = decision.cluster_id
+        info = self.index.cluster(cluster_id)
+        found = self.index.find_exact(content_hash)
+        if found is None:
+            self.index.add_exact(content_hash, doc_id, cluster_id)
+            identical = False
         else:
-            assert decision.cluster_id is not None  # Decision enforces it
-            cluster_id = decision.cluster_id
-            info = self.index.cluster(cluster_id)
-            found = self.index.find_exact(content_hash)
-            if found is None:
-                self.index.add_exact(content_hash, doc_id, cluster_id)
-                identical = False
-            else:
-                identical = found[0] == info.first_doc
-            # An exact duplicate of a later member is not identical to the first, but the
-            # cluster is already mixed by that member, so the flag the index keeps is the same.
-            self.index.add_member(cluster_id, doc_id, identical)
-            if popular:
-                self.index.record_member_sketch(cluster_id, sketch)
-                if not (info.identical and identical):
-                    members = self.index.member_fingerprints(cluster_id)
-                    current = self.index.representative(cluster_id)
-                    rep = popular_sketch(members, current, info.size + 1)
-                    self.index.set_representative(cluster_id, rep)
-            assignment = Assignment(doc_id, cluster_id, decision, False, identical)
+            identical = found[0] == info.first_doc
+        # An exact duplicate of a later member is not identical to the first, but the
+        # cluster is already mixed by that member, so the flag the index keeps is the same.
+        self.index.add_member(cluster_id, doc_id, identical)
+        if popular:
+            self.index.record_member_sketch(cluster_id, sketch)
+            if not (info.identical and identical):
+                members = self.index.member_fingerprints(cluster_id)
+                current = self.index.representative(cluster_id)
+                rep = popular_sketch(members, current, info.size + 1)
+                self.index.set_representative(cluster_id, rep)
+        return Assignment(doc_id, cluster_id, decision, False, identical)
+
+    def applied(self, sketch: Sketch, decision: Decision) -> None:
+        """The clusterer's own state once the index holds :meth:`write`'s writes: the page's
+        fingerprints counted (for choosing later representatives' rarest part), the need
+        known to be recorded, the decision counted in :attr:`stats`."""
+        if self._frequency is not None:
+            self._frequency.add(sketch.distinct())
+        if decision.kind == "kept":
+            self._need_recorded = True
         self._count(decision)
-        return assignment
 
     def _indexed_part(self, sketch: Sketch, distinct: np.ndarray) -> np.ndarray | None:
         """The rarest :func:`indexed_count` fingerprints of a new representative, or None for

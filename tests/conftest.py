@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from hypothesis import settings
 
+#: fixtures of a real redis-server, for the distributed crawl's tests
+pytest_plugins = ("tests.redis_server",)
+
 # Time limits belong to benchmarks, not tests: on a loaded 2-core machine a property test's
 # example can take longer than Hypothesis's default 200 ms deadline without anything being wrong.
 settings.register_profile("neardup", deadline=None)

@@ -1,0 +1,56 @@
+"""The shared frontier's defaults and Redis key templates, in one place (as scrapy-redis keeps
+its own in ``defaults.py``): no other module spells a key.
+
+Every key of a crawl starts with :data:`PREFIX`. The braces make the crawl name a Redis Cluster
+hash tag, so all of a crawl's keys live in one slot: the frontier's scripts and the index's
+transactions each touch several keys, which Redis Cluster allows only within one slot.
+"""
+
+from __future__ import annotations
+
+#: ``neardup:{<crawl>}:``, the prefix of every key of one crawl
+PREFIX = "neardup:{%(crawl)s}:"
+#: list: the requests waiting for node ``node`` (pushed left, popped right)
+QUEUE = PREFIX + "queue:%(node)d"
+#: list: the requests node ``node`` has popped and not yet acknowledged
+INFLIGHT = PREFIX + "inflight:%(node)d"
+#: set: Scrapy request fingerprints of every request ever queued (the crawl's seen URLs)
+SEEN = PREFIX + "seen"
+#: set: the nodes that have queued their start requests
+NODES = PREFIX + "nodes"
+#: hash: the crawl's frontier settings every node must share (``nodes``: K)
+FRONTIER = PREFIX + "frontier"
+#: the prefix of the crawl's dedup index (:class:`storage.redis_index.RedisIndex`)
+INDEX = PREFIX + "index:"
+
+#: ``request.meta`` key holding a popped request's queue entry, to acknowledge it by
+ENTRY_META = "neardup_frontier_entry"
+
+#: seconds between the two looks that must both find the crawl's lists empty (termination)
+SETTLE_SECONDS = 1.0
+
+#: the settings (``from_crawler``): Redis URL, ``"I/K"``, crawl name, settle seconds
+SETTING_URL = "NEARDUP_FRONTIER"
+SETTING_NODE = "NEARDUP_FRONTIER_NODE"
+SETTING_CRAWL = "NEARDUP_FRONTIER_CRAWL"
+SETTING_SETTLE = "NEARDUP_FRONTIER_SETTLE"
+
+
+def keys(crawl: str) -> dict[str, str]:
+    """The crawl-wide keys, filled in (per-node ones: :func:`node_keys`).
+
+    >>> keys("demo")["seen"]
+    'neardup:{demo}:seen'
+    """
+    names = {"seen": SEEN, "nodes": NODES, "frontier": FRONTIER, "index": INDEX}
+    return {name: template % {"crawl": crawl} for name, template in names.items()}
+
+
+def node_keys(crawl: str, node: int) -> tuple[str, str]:
+    """Node ``node``'s queue and in-flight list.
+
+    >>> node_keys("demo", 2)
+    ('neardup:{demo}:queue:2', 'neardup:{demo}:inflight:2')
+    """
+    values = {"crawl": crawl, "node": node}
+    return QUEUE % values, INFLIGHT % values

@@ -1,0 +1,329 @@
+"""A Scrapy scheduler over the crawl's shared frontier in Redis: node I of K.
+
+Every request Scrapy schedules goes to Redis, to the queue of the node that owns its host (this
+node's or another's), if the crawl has not seen it; no request waits in this process's memory.
+:meth:`FrontierScheduler.next_request` pops this node's queue into its in-flight list, and the
+request stays there until it is acknowledged:
+
+* a page the crawl keeps an item of: the crawl calls :meth:`FrontierScheduler.ack` (or
+  :meth:`~FrontierScheduler.ack_url`) once the page is decided and committed to its store
+  (after the page's links were queued, which
+  :class:`~crawler.frontier.middleware.FrontierSpiderMiddleware` waits for), or this scheduler
+  when a pipeline raised on the item (``item_error``: there is nothing to commit);
+* a response whose callback yields no item: the middleware, when the output is consumed;
+* a failure (a download error, robots.txt, an HTTP error status): the errback this scheduler
+  gives each request, before the request's own errback, if any;
+* a redirect or retry: the new request takes the old one's place (:mod:`.queue`).
+
+**Start.** The node's in-flight list goes back to its queue (what a killed run held), and the
+spider's start requests are pushed like any other, each to its owner, once for the whole crawl
+(the seen set). The node registers when Scrapy first finds it idle: by then its start requests
+are all queued.
+
+**End.** An idle node closes only when the crawl is finished: all K nodes registered and every
+queue and in-flight list of every node empty, seen so at two looks at least
+``NEARDUP_FRONTIER_SETTLE`` seconds apart. A page's links are queued before the page is
+acknowledged, so empty lists mean that no node holds work and none can make more. Until then
+the spider is kept open (``DontCloseSpider``), and Scrapy looks again at its next heartbeat
+(every 5 s), which is also how soon an idle node sees requests another node queued for it.
+
+Settings (defaults in :mod:`crawler.frontier.defaults`): ``NEARDUP_FRONTIER`` (the Redis URL),
+``NEARDUP_FRONTIER_NODE`` (``"I/K"``), ``NEARDUP_FRONTIER_CRAWL`` (the crawl's name: its keys'
+prefix), ``NEARDUP_FRONTIER_SETTLE``. Stats: ``neardup/frontier/...``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.exceptions import DontCloseSpider, NotConfigured
+from scrapy.utils.request import RequestFingerprinter
+
+from crawler.frontier import defaults
+from crawler.frontier.partition import parse_node
+from crawler.frontier.queue import NodeQueues
+
+if TYPE_CHECKING:
+    import redis
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.utils.request import RequestFingerprinterProtocol
+    from twisted.python.failure import Failure
+
+__all__ = ["FrontierScheduler"]
+
+logger = logging.getLogger(__name__)
+
+_CRAWL_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+_SCHEDULERS: weakref.WeakKeyDictionary[Crawler, FrontierScheduler] = weakref.WeakKeyDictionary()
+
+
+class _AckOnFailure:
+    """The errback a popped request is given: acknowledge it, then the request's own errback
+    (or none: the failure is returned, and Scrapy handles it as it would have)."""
+
+    def __init__(self, scheduler: FrontierScheduler, original: Any, url: str) -> None:
+        self.scheduler = scheduler
+        self.original = original
+        #: the URL it was popped with (a redirect made from it has another)
+        self.url = url
+
+    def __call__(self, failure: Failure) -> Any:
+        self.scheduler.ack(failure.request)  # type: ignore[attr-defined]  # Scrapy sets it
+        if self.original is not None:
+            return self.original(failure)
+        return failure
+
+
+class FrontierScheduler(BaseScheduler):
+    """Node ``node`` of ``nodes`` of the crawl ``crawl`` whose frontier is in ``server``.
+
+    ``settle``: seconds between the two looks that end the crawl; ``fingerprinter``: what fills
+    the seen set (Scrapy's default one unless given); ``user_agent``: this node's, taken off
+    the redirects it hands on; ``crawler``: for stats and signals (``from_crawler`` gives all).
+    """
+
+    def __init__(
+        self,
+        server: redis.Redis,
+        crawl: str,
+        node: int,
+        nodes: int,
+        *,
+        settle: float = defaults.SETTLE_SECONDS,
+        fingerprinter: RequestFingerprinterProtocol | None = None,
+        user_agent: str | None = None,
+        crawler: Crawler | None = None,
+    ) -> None:
+        if not _CRAWL_NAME.fullmatch(crawl):
+            raise ValueError(
+                f"crawl name {crawl!r}: use 1 to 100 letters, digits, '.', '_' or '-'"
+            )
+        if not 1 <= node <= nodes:
+            raise ValueError(f"node {node} of {nodes}: the node must be between 1 and {nodes}")
+        self.server = server
+        self.crawl = crawl
+        self.node = node
+        self.nodes = nodes
+        self.settle = settle
+        #: Scrapy's request fingerprints fill the seen set (the crawler's, from from_crawler)
+        self.fingerprinter = fingerprinter or RequestFingerprinter()
+        #: this node's User-Agent, taken off the redirects it hands to other nodes
+        self.user_agent = user_agent
+        self.crawler = crawler
+        self.stats = crawler.stats if crawler is not None else None
+        self.queues: NodeQueues | None = None
+        self._registered = False
+        self._empty_since: float | None = None
+        #: entries of requests whose callback output is being consumed: ack wanted or not
+        self._open_outputs: dict[bytes, bool] = {}
+        #: URL → entries of the requests this node popped and has not acknowledged
+        self._in_flight: dict[str, list[bytes]] = {}
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
+        import redis
+        from redis.backoff import ExponentialBackoff
+        from redis.retry import Retry
+
+        settings = crawler.settings
+        url = settings.get(defaults.SETTING_URL)
+        if not url:
+            raise NotConfigured(f"{defaults.SETTING_URL} (the frontier's redis:// URL) is not set")
+        crawl = settings.get(defaults.SETTING_CRAWL)
+        if not crawl:
+            raise NotConfigured(f"{defaults.SETTING_CRAWL} (the crawl's name) is not set")
+        node, nodes = parse_node(settings.get(defaults.SETTING_NODE, "1/1"))
+        settle = settings.getfloat(defaults.SETTING_SETTLE, defaults.SETTLE_SECONDS)
+        # a Redis restart is ridden out: commands are retried for half a minute or so
+        retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=40)
+        server = redis.Redis.from_url(
+            url, retry=retry, retry_on_error=[redis.ConnectionError, redis.TimeoutError]
+        )
+        scheduler = cls(
+            server, crawl, node, nodes, settle=settle,
+            fingerprinter=crawler.request_fingerprinter,
+            user_agent=settings.get("USER_AGENT"), crawler=crawler,
+        )  # fmt: skip
+        _SCHEDULERS[crawler] = scheduler
+        return scheduler
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> FrontierScheduler | None:
+        """The frontier scheduler of ``crawler``'s crawl, if it runs on one (for the parts of
+        the crawl that acknowledge requests)."""
+        return _SCHEDULERS.get(crawler)
+
+    # --- Scrapy's scheduler interface --------------------------------------------------------
+
+    def open(self, spider: Spider) -> None:
+        self.queues = NodeQueues(self.server, spider, self.crawl, self.node, self.nodes)
+        self.queues.check_nodes()
+        recovered = self.queues.recover()
+        self._inc("neardup/frontier/recovered", recovered)
+        logger.info(
+            "Frontier %s: node %d of %d, %d requests queued (%d back from a stopped run)",
+            self.crawl, self.node, self.nodes, len(self.queues), recovered,
+        )  # fmt: skip
+        if self.crawler is not None:
+            self.crawler.signals.connect(self._idle, signal=signals.spider_idle)
+            self.crawler.signals.connect(self._item_error, signal=signals.item_error)
+
+    def close(self, reason: str) -> None:
+        if self.crawler is not None:
+            self.crawler.signals.disconnect(self._idle, signal=signals.spider_idle)
+            self.crawler.signals.disconnect(self._item_error, signal=signals.item_error)
+        self.server.close()
+
+    def _item_error(self, item: Any, response: Any, **_: Any) -> None:
+        """A pipeline raised on an item: nothing of it will be committed, so nobody will
+        acknowledge its request but this."""
+        request = getattr(response, "request", None)
+        if request is not None:
+            self.ack(request)
+
+    def has_pending_requests(self) -> bool:
+        return self.queues is not None and len(self.queues) > 0
+
+    def enqueue_request(self, request: Request) -> bool:
+        """Queue ``request`` for its host's node, unless the crawl has seen it. A request that
+        still carries an in-flight entry was made from that request by a downloader middleware
+        (the spider middleware takes entries off the spider's own requests): it replaces it."""
+        assert self.queues is not None, "open() was not called"
+        replaces = request.meta.pop(defaults.ENTRY_META, None)
+        replaced_url = None
+        if isinstance(request.errback, _AckOnFailure):
+            replaced_url = request.errback.url
+            request = request.replace(errback=request.errback.original)
+        if replaces is not None:
+            self._drop_own_user_agent(request)
+        fingerprint = None if request.dont_filter else self.fingerprinter.fingerprint(request)
+        owner = self.queues.owner(request)
+        queued = self.queues.push(request, fingerprint, replaces)
+        if replaces is not None:
+            self._open_outputs.pop(replaces, None)
+            self._forget(replaced_url or request.url, replaces)
+            self._inc("neardup/frontier/replaced")
+        if not queued:
+            self._inc("neardup/frontier/filtered")
+            return False
+        self._inc("neardup/frontier/enqueued")
+        if owner != self.node:
+            self._inc("neardup/frontier/enqueued/other_node")
+        return True
+
+    def _drop_own_user_agent(self, request: Request) -> None:
+        """A redirect copies its request's headers, among them the User-Agent this node's
+        ``UserAgentMiddleware`` gave it; the node that fetches it gives its own (which may name
+        it), so this node's is taken off."""
+        own = self.user_agent
+        if own and request.headers.get("User-Agent") == own.encode():
+            del request.headers["User-Agent"]
+
+    def next_request(self) -> Request | None:
+        assert self.queues is not None, "open() was not called"
+        try:
+            popped = self.queues.pop()
+        except ValueError as exc:
+            logger.error("%s; dropped", exc)
+            self._inc("neardup/frontier/undecodable")
+            return None
+        if popped is None:
+            return None
+        request, entry = popped
+        request.meta[defaults.ENTRY_META] = entry
+        self._in_flight.setdefault(request.url, []).append(entry)
+        request.errback = _AckOnFailure(self, request.errback, request.url)
+        self._inc("neardup/frontier/dequeued")
+        return request
+
+    # --- acknowledgement ---------------------------------------------------------------------
+
+    def ack(self, request: Request) -> None:
+        """The crawl is done with ``request``: its page is decided and committed (or it has no
+        page). Its entry leaves the in-flight list, at once, or when its callback output is
+        consumed if that is still going on (the page's links are queued first)."""
+        entry = request.meta.get(defaults.ENTRY_META)
+        if entry is not None:
+            self._ack_entry(request.url, entry)
+
+    def ack_url(self, url: str) -> None:
+        """:meth:`ack` for the request of ``url`` that this node popped (the URL of a page
+        item is its response's, which is its request's: a redirect's target has its own)."""
+        entries = self._in_flight.get(url)
+        if entries:
+            self._ack_entry(url, entries[0])
+
+    def _ack_entry(self, url: str, entry: bytes) -> None:
+        if entry in self._open_outputs:
+            self._open_outputs[entry] = True
+            return
+        self._remove(url, entry)
+
+    def output_started(self, request: Request) -> None:
+        """The spider middleware: ``request``'s callback output is being consumed."""
+        entry = request.meta.get(defaults.ENTRY_META)
+        if entry is not None:
+            self._open_outputs.setdefault(entry, False)
+
+    def output_finished(self, request: Request, items: int) -> None:
+        """The spider middleware: the output is consumed and held ``items`` items. Without
+        items nobody else will acknowledge the request, so it is acknowledged now."""
+        entry = request.meta.get(defaults.ENTRY_META)
+        if entry is None:
+            return
+        wanted = self._open_outputs.pop(entry, False)
+        if wanted or not items:
+            self._remove(request.url, entry)
+
+    def _remove(self, url: str, entry: bytes) -> None:
+        assert self.queues is not None
+        self._forget(url, entry)
+        if self.queues.ack(entry):
+            self._inc("neardup/frontier/acked")
+
+    def _forget(self, url: str, entry: bytes) -> None:
+        entries = self._in_flight.get(url, [])
+        if entry in entries:
+            entries.remove(entry)
+        if not entries:
+            self._in_flight.pop(url, None)
+
+    # --- termination --------------------------------------------------------------------------
+
+    def _idle(self, spider: Spider) -> None:
+        """Keep an idle node open until the whole crawl is finished (module doc)."""
+        assert self.queues is not None
+        if not self._registered:
+            self.queues.register()
+            self._registered = True
+        if not self._in_flight and self.server.llen(self.queues.inflight_key):
+            # idle, holding nothing, yet entries in flight: popped by a command whose reply
+            # was lost (a connection that broke), so no request of this process has them
+            self._inc("neardup/frontier/recovered", self.queues.recover())
+        if self.finished():
+            return
+        raise DontCloseSpider
+
+    def finished(self) -> bool:
+        """True at the second of two looks, ``settle`` seconds apart or more, that both found
+        every node registered and every queue and in-flight list empty."""
+        assert self.queues is not None
+        if self.queues.work_left() != 0:
+            self._empty_since = None
+            return False
+        now = time.monotonic()
+        if self._empty_since is None:
+            self._empty_since = now
+            return False
+        return now - self._empty_since >= self.settle
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        if self.stats is not None and count:
+            self.stats.inc_value(key, count)

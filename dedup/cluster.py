@@ -78,6 +78,7 @@ __all__ = [
     "KINDS",
     "Assignment",
     "Decision",
+    "Withdrawal",
     "GreedyClusterer",
     "bound_denominator",
     "cluster_documents",
@@ -140,6 +141,17 @@ class Decision:
             raise ValueError(f"decision kind must be one of {', '.join(KINDS)}; got {self.kind!r}")
         if (self.kind == "kept") != (self.cluster_id is None):
             raise ValueError(f"a {self.kind!r} decision needs cluster_id None exactly when kept")
+
+
+@dataclass(frozen=True)
+class Withdrawal:
+    """What :meth:`GreedyClusterer.withdraw` did to a document's cluster."""
+
+    cluster_id: int
+    #: True when the document was the representative: the cluster is an orphaned shell now
+    representative: bool
+    #: the cluster's other members, in id order, to be decided again (empty for a member)
+    orphans: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -287,7 +299,13 @@ class GreedyClusterer:
     # --- writing ----------------------------------------------------------------------------
 
     def apply(
-        self, doc_id: int, sketch: Sketch, content_hash: int, decision: Decision
+        self,
+        doc_id: int,
+        sketch: Sketch,
+        content_hash: int,
+        decision: Decision,
+        *,
+        take_over: int | None = None,
     ) -> Assignment:
         """Record ``decision`` for ``doc_id``: the index writes, then the counters.
 
@@ -296,18 +314,26 @@ class GreedyClusterer:
         the first document of each hash); a content hash not seen before is remembered. With
         the "popular" rule the member's sketch is recorded and the representative recomputed
         (:func:`popular_sketch`), except when a cluster of identical documents gets one more
-        copy, which cannot change the ranking.
+        copy, which cannot change the ranking. A kept document given ``take_over``, an orphaned
+        cluster (:meth:`withdraw`), becomes its representative instead of starting a cluster,
+        so the cluster keeps its id (:mod:`dedup.changes`).
 
         It is :meth:`write` then :meth:`applied`; an index whose writes can fail to commit
         (one optimistic transaction per decision, as ``storage.redis_index`` makes) calls the
         two itself, so that a failed commit leaves the clusterer as it was.
         """
-        assignment = self.write(doc_id, sketch, content_hash, decision)
+        assignment = self.write(doc_id, sketch, content_hash, decision, take_over=take_over)
         self.applied(sketch, decision)
         return assignment
 
     def write(
-        self, doc_id: int, sketch: Sketch, content_hash: int, decision: Decision
+        self,
+        doc_id: int,
+        sketch: Sketch,
+        content_hash: int,
+        decision: Decision,
+        *,
+        take_over: int | None = None,
     ) -> Assignment:
         """The index writes of :meth:`apply`, and nothing else: the clusterer's own state (the
         fingerprint frequencies, the counters, whether the index need is recorded) stays as it
@@ -326,7 +352,11 @@ class GreedyClusterer:
                 indexed = self._indexed_part(sketch, sketch.distinct())
             if not self._need_recorded:
                 self.index.set_index_need(self.index_need)
-            cluster_id = self.index.new_cluster(doc_id, sketch, indexed)
+            if take_over is None:
+                cluster_id = self.index.new_cluster(doc_id, sketch, indexed)
+            else:
+                cluster_id = take_over
+                self.index.take_over(cluster_id, doc_id, sketch, indexed)
             # the hash can be known already only if a copy was applied after this decision:
             # add_exact keeps the first document of a hash, the one exact duplicates point to
             self.index.add_exact(content_hash, doc_id, cluster_id)
@@ -374,6 +404,42 @@ class GreedyClusterer:
         if count >= distinct.size:
             return None
         return self._frequency.rarest(distinct, count)
+
+    def withdraw(self, doc_id: int, content_hash: int | None) -> Withdrawal | None:
+        """Take a document out of the index: its content changed, or its page is gone.
+
+        A member leaves its cluster; the representative takes every member with it and leaves
+        the cluster an orphaned shell, whose other members the caller decides again
+        (:meth:`release` each first), and which a kept document may take over
+        (:meth:`apply` with ``take_over``) or :meth:`discard_orphan` removes. None for a
+        document in no cluster (a skipped page). The index then answers as if the document had
+        never been applied, but for the cluster ids it used.
+        """
+        cluster_id = self.index.cluster_of(doc_id)
+        if cluster_id is None:
+            return None
+        info = self.index.cluster(cluster_id)
+        identical = True
+        if content_hash is not None:
+            found = self.index.find_exact(content_hash)
+            identical = found is not None and found[0] == info.first_doc
+            self.index.remove_exact(content_hash, doc_id)
+        if doc_id == info.first_doc:
+            orphans = self.index.remove_representative(cluster_id)
+            return Withdrawal(cluster_id, True, tuple(orphans))
+        self.index.remove_member(cluster_id, doc_id, identical)
+        return Withdrawal(cluster_id, False, ())
+
+    def release(self, doc_id: int, content_hash: int | None) -> None:
+        """An orphan of :meth:`withdraw`, about to be decided again, is no longer the document
+        its content hash points at."""
+        if content_hash is not None:
+            self.index.remove_exact(content_hash, doc_id)
+
+    def discard_orphan(self, cluster_id: int) -> None:
+        """Remove an orphaned cluster that no kept document took over (nothing if one did)."""
+        if self.index.cluster(cluster_id).orphaned:
+            self.index.discard_orphan(cluster_id)
 
     def assign(self, doc_id: int, sketch: Sketch, content_hash: int) -> Assignment:
         """:meth:`decide` then :meth:`apply`, for callers with nothing to do in between."""

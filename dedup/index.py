@@ -13,6 +13,13 @@ belongs"):
 * content hash → the first document with that canonical stream (exact duplicates, lecture §12.1);
 * document → its cluster.
 
+A recrawl also takes documents *out* (a page whose content changed, or that is gone): a member
+leaves its cluster (:meth:`ClusterIndex.remove_member`); a representative takes every member
+with it and leaves the cluster an empty *orphaned* shell, its postings gone and its members
+handed back to be decided again (:meth:`ClusterIndex.remove_representative`), which a kept
+document may take over, keeping the cluster's id (:meth:`ClusterIndex.take_over`), or which is
+discarded (:meth:`ClusterIndex.discard_orphan`).
+
 Ids are non-negative integers below 2**63, assigned by the caller (documents) or the index
 (clusters). Every method may be called inside the caller's batch; an implementation that writes
 to disk decides when to commit (see ``storage``).
@@ -36,6 +43,9 @@ class ClusterInfo:
     size: int
     #: True while every member has the first member's content hash (a cluster of identical docs)
     identical: bool
+    #: True for an empty shell whose representative left (a recrawl found its page changed or
+    #: gone) and which no kept document has taken over yet; ``first_doc`` is the one that left
+    orphaned: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,4 +120,34 @@ class ClusterIndex(Protocol):
         ...
 
     def cluster_of(self, doc_id: int) -> int | None:
+        ...
+
+    def members(self, cluster_id: int) -> list[int]:
+        """The documents of the cluster, in id order (the first member included)."""
+        ...
+
+    def remove_member(self, cluster_id: int, doc_id: int, identical: bool) -> None:
+        """Take ``doc_id``, a member that is not the representative, out of the cluster;
+        ``identical`` says whether its content hash was the first member's."""
+        ...
+
+    def remove_representative(self, cluster_id: int) -> list[int]:
+        """The representative leaves, and every member with it: its postings leave the index,
+        the cluster is left an empty orphaned shell, and the other members are returned in id
+        order, to be decided again."""
+        ...
+
+    def take_over(
+        self, cluster_id: int, doc_id: int, sketch: Sketch, indexed: np.ndarray | None = None
+    ) -> None:
+        """An orphaned cluster gets ``doc_id`` as first member and ``sketch`` as representative,
+        ``indexed`` posted as :meth:`new_cluster` posts it."""
+        ...
+
+    def discard_orphan(self, cluster_id: int) -> None:
+        """The orphaned shell no kept document took over is gone."""
+        ...
+
+    def remove_exact(self, content_hash: int, doc_id: int) -> None:
+        """Forget the content hash when ``doc_id`` is the document it points at."""
         ...

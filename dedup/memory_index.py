@@ -13,7 +13,7 @@ cluster ids of a boilerplate fingerprint are a slice.
 >>> index.candidates(np.array([1, 5, 9], dtype=np.uint64), cap=64)
 Candidates(shared={0: 2}, capped=0)
 >>> index.cluster(c)
-ClusterInfo(cluster_id=0, first_doc=7, size=1, identical=True)
+ClusterInfo(cluster_id=0, first_doc=7, size=1, identical=True, orphaned=False)
 """
 
 from __future__ import annotations
@@ -35,10 +35,14 @@ __all__ = ["MemoryIndex"]
 class _Cluster:
     first_doc: int
     size: int
-    identical: bool
     representative: Sketch
     #: the sketches recorded by record_member_sketch (the "popular" rule), one array per member
     member_values: list[npt.NDArray[np.uint64]] = field(default_factory=list)
+    #: its documents, in id order
+    members: list[int] = field(default_factory=list)
+    #: members whose content hash is not the first member's (identical while there are none)
+    odd: int = 0
+    orphaned: bool = False
 
 
 class MemoryIndex:
@@ -46,7 +50,8 @@ class MemoryIndex:
 
     def __init__(self) -> None:
         self._postings: dict[int, list[int]] = {}
-        self._clusters: list[_Cluster] = []
+        #: by cluster id; None once a cluster is gone
+        self._clusters: list[_Cluster | None] = []
         self._exact: dict[int, tuple[int, int]] = {}
         self._doc_cluster: dict[int, int] = {}
         self._need: float | None = None
@@ -79,7 +84,7 @@ class MemoryIndex:
 
     def cluster(self, cluster_id: int) -> ClusterInfo:
         c = self._get(cluster_id)
-        return ClusterInfo(cluster_id, c.first_doc, c.size, c.identical)
+        return ClusterInfo(cluster_id, c.first_doc, c.size, c.odd == 0, c.orphaned)
 
     def member_fingerprints(self, cluster_id: int) -> np.ndarray:
         values = self._get(cluster_id).member_values
@@ -106,25 +111,73 @@ class MemoryIndex:
     def new_cluster(self, doc_id: int, sketch: Sketch, indexed: np.ndarray | None = None) -> int:
         self._check_new_doc(doc_id)
         cluster_id = len(self._clusters)
-        self._clusters.append(_Cluster(doc_id, 1, True, sketch))
+        self._clusters.append(_Cluster(doc_id, 1, sketch, members=[doc_id]))
         self._doc_cluster[doc_id] = cluster_id
         self._index(cluster_id, sketch.distinct() if indexed is None else np.unique(indexed))
         return cluster_id
 
     def add_member(self, cluster_id: int, doc_id: int, identical: bool) -> None:
         c = self._get(cluster_id)
+        if c.orphaned:
+            raise ValueError(f"cluster {cluster_id} is orphaned: only take_over adds to it")
         self._check_new_doc(doc_id)
         c.size += 1
-        c.identical = c.identical and identical
+        c.odd += not identical
+        insort(c.members, doc_id)
         self._doc_cluster[doc_id] = cluster_id
+
+    def members(self, cluster_id: int) -> list[int]:
+        return list(self._get(cluster_id).members)
+
+    def remove_member(self, cluster_id: int, doc_id: int, identical: bool) -> None:
+        c = self._get(cluster_id)
+        if self._doc_cluster.get(doc_id) != cluster_id:
+            raise ValueError(f"document {doc_id} is not in cluster {cluster_id}")
+        if doc_id == c.first_doc:
+            raise ValueError(f"document {doc_id} represents cluster {cluster_id}: "
+                             "remove_representative takes it out")  # fmt: skip
+        del c.members[bisect_left(c.members, doc_id)]
+        del self._doc_cluster[doc_id]
+        c.size -= 1
+        c.odd -= not identical
+
+    def remove_representative(self, cluster_id: int) -> list[int]:
+        c = self._get(cluster_id)
+        if c.orphaned:
+            raise ValueError(f"cluster {cluster_id} has no representative")
+        self._unindex(cluster_id, c.representative)
+        members = c.members
+        for doc_id in members:
+            del self._doc_cluster[doc_id]
+        c.members, c.size, c.odd, c.orphaned = [], 0, 0, True
+        return [doc_id for doc_id in members if doc_id != c.first_doc]
+
+    def take_over(
+        self, cluster_id: int, doc_id: int, sketch: Sketch, indexed: np.ndarray | None = None
+    ) -> None:
+        c = self._get(cluster_id)
+        if not c.orphaned:
+            raise ValueError(f"cluster {cluster_id} has a representative; only an orphaned "
+                             "cluster can be taken over")  # fmt: skip
+        self._check_new_doc(doc_id)
+        c.first_doc, c.representative, c.orphaned = doc_id, sketch, False
+        c.members, c.size = [doc_id], 1
+        self._doc_cluster[doc_id] = cluster_id
+        self._index(cluster_id, sketch.distinct() if indexed is None else np.unique(indexed))
+
+    def discard_orphan(self, cluster_id: int) -> None:
+        if not self._get(cluster_id).orphaned:
+            raise ValueError(f"cluster {cluster_id} has a representative")
+        self._clusters[cluster_id] = None
+
+    def remove_exact(self, content_hash: int, doc_id: int) -> None:
+        found = self._exact.get(content_hash)
+        if found is not None and found[0] == doc_id:
+            del self._exact[content_hash]
 
     def set_representative(self, cluster_id: int, sketch: Sketch) -> None:
         c = self._get(cluster_id)
-        for fp in c.representative.distinct().tolist():
-            clusters = self._postings[fp]
-            del clusters[bisect_left(clusters, cluster_id)]
-            if not clusters:
-                del self._postings[fp]
+        self._unindex(cluster_id, c.representative)
         c.representative = sketch
         self._index(cluster_id, sketch.distinct())
 
@@ -140,12 +193,13 @@ class MemoryIndex:
 
     def __len__(self) -> int:
         """The number of clusters."""
-        return len(self._clusters)
+        return sum(c is not None for c in self._clusters)
 
     def clusters(self) -> Iterator[ClusterInfo]:
         """Every cluster, in id order (for :meth:`dedup.summary.ClusterSummary.from_clusters`)."""
-        for cluster_id in range(len(self._clusters)):
-            yield self.cluster(cluster_id)
+        for cluster_id, c in enumerate(self._clusters):
+            if c is not None:
+                yield self.cluster(cluster_id)
 
     def postings(self, fingerprint: int) -> list[int]:
         """The clusters whose representative holds ``fingerprint`` (a copy, sorted)."""
@@ -154,9 +208,10 @@ class MemoryIndex:
     # --- helpers ----------------------------------------------------------------------------
 
     def _get(self, cluster_id: int) -> _Cluster:
-        if not 0 <= cluster_id < len(self._clusters):
+        c = self._clusters[cluster_id] if 0 <= cluster_id < len(self._clusters) else None
+        if c is None:
             raise KeyError(f"no cluster {cluster_id}")
-        return self._clusters[cluster_id]
+        return c
 
     def _check_new_doc(self, doc_id: int) -> None:
         if doc_id in self._doc_cluster:
@@ -165,6 +220,18 @@ class MemoryIndex:
     def _index(self, cluster_id: int, fingerprints: np.ndarray) -> None:
         for fp in fingerprints.tolist():
             insort(self._postings.setdefault(fp, []), cluster_id)
+
+    def _unindex(self, cluster_id: int, sketch: Sketch) -> None:
+        """Take the cluster out of the postings of every fingerprint of ``sketch`` it is in."""
+        for fp in sketch.distinct().tolist():
+            clusters = self._postings.get(fp)
+            if not clusters:
+                continue
+            at = bisect_left(clusters, cluster_id)
+            if at < len(clusters) and clusters[at] == cluster_id:
+                del clusters[at]
+                if not clusters:
+                    del self._postings[fp]
 
 
 def _checked_need(need: float) -> float:

@@ -54,11 +54,15 @@ DATABASES: dict[str, dict[str, bool]] = {
     "sketches": {},
     # doc id → zlib-compressed UTF-8 canonical text of a dropped page (neardup explain)
     "texts": {},
+    # blake2b-128 of a URL → what the last crawl run that decided it saw (storage.history)
+    "history": {},
+    # cluster id → its members whose content hash is not the first member's (when any)
+    "odd_members": {},
 }
 
 #: databases added after the first stores were made: a read-only open of an older store goes
 #: without them (a writable open creates them), so readers never refuse a store for lacking one
-OPTIONAL_DATABASES = frozenset({"texts"})
+OPTIONAL_DATABASES = frozenset({"texts", "history", "odd_members"})
 
 #: the widest key any database uses (cluster id ‖ sequence number in member_fps)
 WIDEST_KEY = 16

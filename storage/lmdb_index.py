@@ -12,7 +12,10 @@ sequence on both), but on disk, shared by crawl restarts, and bigger than memory
 * ``clusters``: cluster id → first doc, size, identical flag, representative sketch;
 * ``members`` (dupsort): cluster id → its documents; ``doc_clusters``: the reverse;
 * ``member_fps``: cluster id ‖ n → the n-th recorded member sketch's values ("popular" rule);
-* ``hashes``: content hash → first doc id ‖ its cluster id.
+* ``hashes``: content hash → first doc id ‖ its cluster id;
+* ``odd_members``: cluster id → how many members are not identical to the first (kept so that
+  a member leaving can make its cluster identical again; absent for a cluster made before it
+  was kept, which is counted from its members the first time one leaves).
 
 Every write goes through the store's current batch (:class:`storage.lmdb_env.Transactions`), so
 the caller decides when to commit, and reads inside a batch see the batch's own writes.
@@ -34,7 +37,8 @@ from dedup.sketches import Sketch, sketch_from_bytes
 from storage.lmdb_env import Transactions, pack_id, unpack_id
 from storage.presence import PresenceFilter
 
-_CLUSTER = struct.Struct(">QQB")  # first doc, size, identical; the sketch bytes follow
+_CLUSTER = struct.Struct(">QQB")  # first doc, size, flags; the sketch bytes follow
+_IDENTICAL, _ORPHANED = 1, 2  # the flags: every member identical; no representative
 _EXACT = struct.Struct(">QQ")  # doc id, cluster id
 _NEXT_CLUSTER = b"next_cluster_id"
 _INDEX_NEED = b"index_need"  # see index_need
@@ -224,7 +228,15 @@ class LmdbIndex:
         cluster_id = 0 if counter is None else unpack_id(counter)
         key = pack_id(cluster_id)
         self._t.put("meta", _NEXT_CLUSTER, pack_id(cluster_id + 1))
-        self._t.put("clusters", key, _CLUSTER.pack(doc_id, 1, 1) + sketch.to_bytes())
+        self._start(cluster_id, doc_id, sketch, indexed)
+        return cluster_id
+
+    def _start(
+        self, cluster_id: int, doc_id: int, sketch: Sketch, indexed: np.ndarray | None
+    ) -> None:
+        """Write a cluster of one document, ``doc_id``, represented by ``sketch``."""
+        key = pack_id(cluster_id)
+        self._t.put("clusters", key, _CLUSTER.pack(doc_id, 1, _IDENTICAL) + sketch.to_bytes())
         self._t.put("members", key, pack_id(doc_id))
         self._t.put("doc_clusters", pack_id(doc_id), key)
         distinct = sketch.distinct() if indexed is None else _ascending_distinct(indexed)
@@ -233,18 +245,104 @@ class LmdbIndex:
             self._presence.add(distinct)
         if self._caches_valid():  # it is estimated against as soon as the next page
             self._remember(cluster_id, sketch)
-        return cluster_id
 
     def add_member(self, cluster_id: int, doc_id: int, identical: bool) -> None:
         _check_id("doc_id", doc_id)
         value = self._cluster_value(cluster_id)
         info, raw = _parse_info(cluster_id, value), value[_CLUSTER.size :]
+        if info.orphaned:
+            raise ValueError(f"cluster {cluster_id} is orphaned: only take_over adds to it")
         self._check_new_doc(doc_id)
         key = pack_id(cluster_id)
-        head = _CLUSTER.pack(info.first_doc, info.size + 1, info.identical and bool(identical))
-        self._t.put("clusters", key, head + raw)
+        odd = self._odd(info) + (not identical)
+        self._put_info(key, info.first_doc, info.size + 1, odd, raw)
         self._t.put("members", key, pack_id(doc_id))
         self._t.put("doc_clusters", pack_id(doc_id), key)
+
+    def remove_member(self, cluster_id: int, doc_id: int, identical: bool) -> None:
+        value = self._cluster_value(cluster_id)
+        info, raw = _parse_info(cluster_id, value), value[_CLUSTER.size :]
+        if self.cluster_of(doc_id) != cluster_id:
+            raise ValueError(f"document {doc_id} is not in cluster {cluster_id}")
+        if doc_id == info.first_doc:
+            raise ValueError(f"document {doc_id} represents cluster {cluster_id}: "
+                             "remove_representative takes it out")  # fmt: skip
+        key = pack_id(cluster_id)
+        odd = self._odd(info) - (not identical)
+        self._t.delete("members", key, pack_id(doc_id))
+        self._t.delete("doc_clusters", pack_id(doc_id))
+        self._put_info(key, info.first_doc, info.size - 1, max(odd, 0), raw)
+
+    def remove_representative(self, cluster_id: int) -> list[int]:
+        info, rep, raw = self._read_cluster_raw(cluster_id)
+        if info.orphaned:
+            raise ValueError(f"cluster {cluster_id} has no representative")
+        key = pack_id(cluster_id)
+        for fp in rep.distinct().tolist():  # the indexed part is among them; others are absent
+            packed = pack_id(fp)
+            self._capped.pop(packed, None)
+            self._t.delete("fp_clusters", packed, key)
+        self._sketches.pop(cluster_id, None)
+        members = self.members(cluster_id)
+        for doc_id in members:
+            self._t.delete("members", key, pack_id(doc_id))
+            self._t.delete("doc_clusters", pack_id(doc_id))
+        self._t.put("clusters", key, _CLUSTER.pack(info.first_doc, 0, _IDENTICAL | _ORPHANED) + raw)
+        self._forget_odd(key)
+        return [doc_id for doc_id in members if doc_id != info.first_doc]
+
+    def take_over(
+        self, cluster_id: int, doc_id: int, sketch: Sketch, indexed: np.ndarray | None = None
+    ) -> None:
+        _check_id("doc_id", doc_id)
+        if not self.cluster(cluster_id).orphaned:
+            raise ValueError(f"cluster {cluster_id} has a representative; only an orphaned "
+                             "cluster can be taken over")  # fmt: skip
+        self._check_new_doc(doc_id)
+        self._start(cluster_id, doc_id, sketch, indexed)
+
+    def discard_orphan(self, cluster_id: int) -> None:
+        if not self.cluster(cluster_id).orphaned:
+            raise ValueError(f"cluster {cluster_id} has a representative")
+        self._t.delete("clusters", pack_id(cluster_id))
+
+    def remove_exact(self, content_hash: int, doc_id: int) -> None:
+        found = self.find_exact(content_hash)
+        if found is not None and found[0] == doc_id:
+            self._t.delete("hashes", pack_id(content_hash))
+
+    def _odd(self, info: ClusterInfo) -> int:
+        """How many members of the cluster are not identical to its first."""
+        if info.identical:
+            return 0
+        value = self._t.get("odd_members", pack_id(info.cluster_id))
+        if value is not None:
+            return unpack_id(value)
+        return self._count_odd(info)
+
+    def _count_odd(self, info: ClusterInfo) -> int:
+        """The members whose content hash is not the first member's, counted from their
+        documents (a cluster made before the count was kept)."""
+        from storage.records import DocumentRecord
+
+        def content_hash(doc_id: int) -> int | None:
+            value = self._t.get("docs", pack_id(doc_id))
+            return None if value is None else DocumentRecord.from_bytes(value).content_hash
+
+        first = content_hash(info.first_doc)
+        return sum(content_hash(doc) != first for doc in self.members(info.cluster_id))
+
+    def _put_info(self, key: bytes, first_doc: int, size: int, odd: int, raw: bytes) -> None:
+        flags = _IDENTICAL if odd == 0 else 0
+        self._t.put("clusters", key, _CLUSTER.pack(first_doc, size, flags) + raw)
+        if odd:
+            self._t.put("odd_members", key, pack_id(odd))
+        else:
+            self._forget_odd(key)
+
+    def _forget_odd(self, key: bytes) -> None:
+        if self._t.get("odd_members", key) is not None:
+            self._t.delete("odd_members", key)
 
     def set_representative(self, cluster_id: int, sketch: Sketch) -> None:
         """Replace the representative; only the fingerprints that changed are re-indexed."""
@@ -260,7 +358,7 @@ class LmdbIndex:
         self._t.put_many("fp_clusters", ((pack_id(fp), key) for fp in added))
         if self._presence is not None:
             self._presence.add(np.array(added, dtype=np.uint64))
-        head = _CLUSTER.pack(info.first_doc, info.size, info.identical)
+        head = _CLUSTER.pack(info.first_doc, info.size, _IDENTICAL if info.identical else 0)
         self._t.put("clusters", key, head + sketch.to_bytes())
 
     def record_member_sketch(self, cluster_id: int, sketch: Sketch) -> None:
@@ -377,6 +475,10 @@ class LmdbIndex:
                 all_found = False
                 continue
             sizes[cluster_id] = info.size
+            if info.orphaned:  # a recrawl's batch takes a shell over or removes it
+                yield (f"cluster {cluster_id} is orphaned: its representative left and no "
+                       "document took it over")  # fmt: skip
+                continue
             held = np.unique(rep.values).tolist()
             missing = [fp for fp in held if not postings.set_key_dup(pack_id(fp), key)]
             indexed_pairs += len(held) - len(missing)
@@ -493,8 +595,10 @@ def parse_cluster(cluster_id: int, value: bytes | memoryview) -> tuple[ClusterIn
 
 
 def _parse_info(cluster_id: int, value: bytes | memoryview) -> ClusterInfo:
-    first, size, identical = _CLUSTER.unpack_from(value)
-    return ClusterInfo(cluster_id, int(first), int(size), bool(identical))
+    first, size, flags = _CLUSTER.unpack_from(value)
+    return ClusterInfo(
+        cluster_id, int(first), int(size), bool(flags & _IDENTICAL), bool(flags & _ORPHANED)
+    )
 
 
 def _ascending_distinct(values: np.ndarray) -> np.ndarray:

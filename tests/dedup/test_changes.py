@@ -1,5 +1,6 @@
 """Clusters that follow their pages (dedup.changes): after any sequence of changed and gone
-pages, the index is what greedy clustering of the current documents in their order gives."""
+pages, the index is what greedy clustering of the current documents in their order gives, in
+memory and in a real store's LMDB index."""
 
 from __future__ import annotations
 
@@ -84,16 +85,33 @@ def _check_index(site: Site) -> None:
     members = {}
     for info in index.clusters():
         assert not info.orphaned
-        assert info.size == len(index.members(info.cluster_id))
-        for doc in index.members(info.cluster_id):
+        docs = index.members(info.cluster_id)
+        assert info.size == len(docs)
+        first = site.docs[info.first_doc].content_hash
+        assert info.identical == all(site.docs[d].content_hash == first for d in docs)
+        for doc in docs:
             members[doc] = info.cluster_id
     assert sorted(members) == sorted(site.current.values())
 
 
-@pytest.mark.parametrize("seed", range(60))
-def test_after_any_changes_the_clusters_are_greedy_clustering_of_the_current_documents(seed):
+@pytest.fixture(params=["memory", "lmdb"])
+def index(request, tmp_path):
+    """A fresh index of each kind: in memory, and a real store's LMDB index in a batch."""
+    if request.param == "memory":
+        yield MemoryIndex()
+        return
+    from storage.store import Store
+
+    with Store.open(tmp_path / "store") as store, store.batch():
+        yield store.index
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_after_any_changes_the_clusters_are_greedy_clustering_of_the_current_documents(
+    seed, index
+):
     rng = random.Random(seed)
-    site = Site(MemoryIndex())
+    site = Site(index)
     urls = {f"/p{i}": _content(rng, 5) for i in range(30)}
     site.first_crawl(urls)
     for _ in range(rng.randrange(1, 25)):
@@ -103,8 +121,8 @@ def test_after_any_changes_the_clusters_are_greedy_clustering_of_the_current_doc
     assert site.kept() == _from_scratch(site)
 
 
-def test_a_page_edited_in_place_keeps_its_cluster_and_the_pages_like_it():
-    site = Site(MemoryIndex())
+def test_a_page_edited_in_place_keeps_its_cluster_and_the_pages_like_it(index):
+    site = Site(index)
     site.first_crawl({"/a": (0, 0), "/a-copy": (0, 1), "/b": (1, 0)})
     index = site.clusterer.index
     cluster = index.cluster_of(site.current["/a"])
@@ -115,8 +133,8 @@ def test_a_page_edited_in_place_keeps_its_cluster_and_the_pages_like_it():
                            site.current["/b"]: True}  # fmt: skip
 
 
-def test_when_a_kept_page_is_gone_its_first_orphan_takes_its_cluster_over():
-    site = Site(MemoryIndex())
+def test_when_a_kept_page_is_gone_its_first_orphan_takes_its_cluster_over(index):
+    site = Site(index)
     site.first_crawl({"/a": (0, 0), "/c1": (0, 1), "/c2": (0, 2)})
     index = site.clusterer.index
     cluster = index.cluster_of(site.current["/a"])
@@ -126,8 +144,8 @@ def test_when_a_kept_page_is_gone_its_first_orphan_takes_its_cluster_over():
     _check_index(site)
 
 
-def test_a_kept_page_that_becomes_a_copy_of_another_leaves_its_cluster_to_its_orphans():
-    site = Site(MemoryIndex())
+def test_a_kept_page_that_becomes_a_copy_of_another_leaves_its_cluster_to_its_orphans(index):
+    site = Site(index)
     site.first_crawl({"/a": (0, 0), "/a-copy": (0, 1), "/b": (1, 0)})
     index = site.clusterer.index
     old = index.cluster_of(site.current["/a"])

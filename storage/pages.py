@@ -60,6 +60,28 @@ class ScannedRecord(NamedTuple):
     length: int
     type: str
     url: str | None
+    date: str | None = None
+    payload_digest: str | None = None
+    #: a revisit's WARC-Refers-To-Target-URI and WARC-Refers-To-Date
+    refers_to_uri: str | None = None
+    refers_to_date: str | None = None
+
+
+class Captured(NamedTuple):
+    """A response record just written: where it is, and what a revisit names it by."""
+
+    location: PageLocation
+    #: its WARC-Date
+    date: str
+    #: its WARC-Record-ID
+    record_id: str
+    #: its WARC-Payload-Digest (``sha1:`` and base 32)
+    payload_digest: str
+
+
+#: the revisit profiles of the WARC version these files are written in (WARC/1.0)
+IDENTICAL_PAYLOAD = "http://netpreserve.org/warc/1.0/revisit/identical-payload-digest"
+SERVER_NOT_MODIFIED = "http://netpreserve.org/warc/1.0/revisit/server-not-modified"
 
 
 class PageStore:
@@ -126,11 +148,49 @@ class PageStore:
         ``time`` the fetch time (seconds since the epoch; default: now). The body is stored as
         given, so it should be what the headers describe.
         """
+        return self.capture(url, status, headers, body, reason=reason, time=time).location
+
+    def capture(
+        self,
+        url: str,
+        status: int,
+        headers: HeadersLike,
+        body: bytes,
+        *,
+        reason: str | None = None,
+        time: float | None = None,
+    ) -> Captured:
+        """:meth:`append`, and what revisit records of later runs will name the record by."""
+        date = warc_date(time)
+        record_id = f"<urn:uuid:{uuid.uuid4()}>"
+        record = response_record(url, status, headers, body, reason=reason, time=time,
+                                 record_id=record_id)  # fmt: skip
+        return Captured(self._write(record), date, record_id, payload_digest(body))
+
+    def revisit(
+        self,
+        url: str,
+        *,
+        profile: str,
+        status: int,
+        headers: HeadersLike,
+        refers_to_uri: str,
+        refers_to_date: str,
+        refers_to_id: str | None,
+        digest: str,
+        time: float | None = None,
+    ) -> PageLocation:
+        """Write a ``revisit`` record (:func:`revisit_record`); return where it is."""
+        record = revisit_record(url, profile=profile, status=status, headers=headers,
+                                refers_to_uri=refers_to_uri, refers_to_date=refers_to_date,
+                                refers_to_id=refers_to_id, digest=digest, time=time)  # fmt: skip
+        return self._write(record)
+
+    def _write(self, record: bytes) -> PageLocation:
         if not self.writable:
             raise PermissionError("the page store is open read-only")
         if not self.in_batch:
             raise RuntimeError("storing a page needs a batch: `with store.batch(): ...`")
-        record = response_record(url, status, headers, body, reason=reason, time=time)
         with self._writing():
             out = self._current()
             offset = out.tell()
@@ -282,12 +342,27 @@ class PageStore:
             stream = LimitReader(fh, end) if end is not None else fh
             records = ArchiveIterator(stream)
             for record in records:
-                url = record.rec_headers.get_header("WARC-Target-URI")
-                kind = record.rec_type
+                header = record.rec_headers.get_header
+                url, kind = header("WARC-Target-URI"), record.rec_type
                 records.read_to_end(record)
                 yield ScannedRecord(
-                    records.get_record_offset(), records.get_record_length(), kind, url
-                )
+                    records.get_record_offset(), records.get_record_length(), kind, url,
+                    header("WARC-Date"), header("WARC-Payload-Digest"),
+                    header("WARC-Refers-To-Target-URI"), header("WARC-Refers-To-Date"),
+                )  # fmt: skip
+
+    def captured(self, location: PageLocation) -> Captured:
+        """What the response record at ``location`` is named by (a store whose history does
+        not hold it: one made before recrawls)."""
+        fh = self._reader(location.number, location.file)
+        if self._out is not None and location.number == self._number:
+            self._out.flush()
+        fh.seek(location.offset)
+        for record in ArchiveIterator(BytesIO(fh.read(location.length))):
+            header = record.rec_headers.get_header
+            return Captured(location, header("WARC-Date") or "", header("WARC-Record-ID") or "",
+                            header("WARC-Payload-Digest") or "")  # fmt: skip
+        raise PageReadError(f"{location.file} at {location.offset}: no WARC record there")
 
     def _reader(self, number: int, name: str) -> BinaryIO:
         fh = self._readers.get(number)
@@ -347,6 +422,7 @@ def response_record(
     *,
     reason: str | None = None,
     time: float | None = None,
+    record_id: str | None = None,
 ) -> bytes:
     """One WARC/1.0 ``response`` record, gzipped as one member, ready to append.
 
@@ -365,10 +441,7 @@ def response_record(
     ['HTTP/1.1 200 OK\\r\\nContent-Type: text/html', '<p>hi</p>', '']
     """
     if reason is None:
-        try:
-            reason = HTTPStatus(status).phrase
-        except ValueError:
-            reason = ""
+        reason = _phrase(status)
     status_line = f"{int(status)} {reason}".rstrip()
     pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
     lines = [f"HTTP/1.1 {status_line}"]
@@ -380,19 +453,101 @@ def response_record(
         http = _ascii_headers(status_line, pairs)
     block = hashlib.sha1(http)
     block.update(body)
-    when = _clock.gmtime(time) if time is not None else _clock.gmtime()
     head = (
         "WARC/1.0\r\n"
-        f"WARC-Date: {_clock.strftime('%Y-%m-%dT%H:%M:%SZ', when)}\r\n"
+        f"WARC-Date: {warc_date(time)}\r\n"
         "WARC-Type: response\r\n"
-        f"WARC-Record-ID: <urn:uuid:{uuid.uuid4()}>\r\n"
+        f"WARC-Record-ID: {record_id or f'<urn:uuid:{uuid.uuid4()}>'}\r\n"
         f"WARC-Target-URI: {url}\r\n"
-        f"WARC-Payload-Digest: sha1:{_base32(hashlib.sha1(body).digest())}\r\n"
+        f"WARC-Payload-Digest: {payload_digest(body)}\r\n"
         f"WARC-Block-Digest: sha1:{_base32(block.digest())}\r\n"
         "Content-Type: application/http; msgtype=response\r\n"
         f"Content-Length: {len(http) + len(body)}\r\n\r\n"
     ).encode("utf-8")
     return zlib.compress(b"".join((head, http, body, b"\r\n\r\n")), GZIP_LEVEL, _GZIP_WBITS)
+
+
+def revisit_record(
+    url: str,
+    *,
+    profile: str,
+    status: int,
+    headers: HeadersLike,
+    refers_to_uri: str,
+    refers_to_date: str,
+    refers_to_id: str | None,
+    digest: str,
+    time: float | None = None,
+) -> bytes:
+    """One WARC/1.0 ``revisit`` record, gzipped as one member: the HTTP status line and
+    headers, no body, and where the content is (the response record of ``refers_to_uri`` at
+    ``refers_to_date``, with payload digest ``digest``), built by warcio's record builder.
+
+    The profile says what was seen: ``identical-payload-digest`` (:data:`IDENTICAL_PAYLOAD`),
+    a body whose digest equals the one referred to (its headers are this response's, the body
+    left out: ``WARC-Truncated: length``), or ``server-not-modified``
+    (:data:`SERVER_NOT_MODIFIED`), a 304. A replay tool serves a revisit's status line and
+    headers with the payload of the record it refers to, and a 304's would replay as an empty
+    304, so for a 304 the caller gives the stored response's status and headers as the 304
+    refreshed them (RFC 9111 §4.3.4); the profile keeps what the server answered. ``digest``
+    is always the content's, carried forward, never the empty body's.
+
+    >>> import gzip
+    >>> record = revisit_record("http://a.test/", profile=SERVER_NOT_MODIFIED, status=200,
+    ...     headers=[("ETag", '"x"')], refers_to_uri="http://a.test/",
+    ...     refers_to_date="2026-11-02T09:00:00Z", refers_to_id=None, digest="sha1:AAAA",
+    ...     time=1.7e9)
+    >>> text = gzip.decompress(record).decode()
+    >>> "WARC-Type: revisit" in text, "WARC-Profile: " + SERVER_NOT_MODIFIED in text
+    (True, True)
+    >>> text.count("WARC-Profile"), "WARC-Truncated" in text
+    (1, False)
+    """
+    reason = _phrase(status)
+    http = StatusAndHeaders(f"{int(status)} {reason}".rstrip(), _pairs(headers), "HTTP/1.1")
+    extra = {"WARC-Date": warc_date(time)}
+    if refers_to_id:
+        extra["WARC-Refers-To"] = refers_to_id
+    if profile == IDENTICAL_PAYLOAD:
+        extra["WARC-Truncated"] = "length"
+    buffer = BytesIO()
+    writer = WARCWriter(_GzipMembers(buffer), gzip=False, warc_version="1.0")
+    record = writer.create_revisit_record(url, digest, refers_to_uri, refers_to_date,
+                                          http_headers=http, warc_headers_dict=extra)  # fmt: skip
+    record.rec_headers.replace_header("WARC-Profile", profile)  # warcio writes only one kind
+    writer.write_record(record)
+    return buffer.getvalue()
+
+
+def warc_date(time: float | None = None) -> str:
+    """A WARC-Date (UTC, to the second) of ``time`` (default: now).
+
+    >>> warc_date(1.7e9)
+    '2023-11-14T22:13:20Z'
+    """
+    when = _clock.gmtime(time) if time is not None else _clock.gmtime()
+    return _clock.strftime("%Y-%m-%dT%H:%M:%SZ", when)
+
+
+def payload_digest(body: bytes) -> str:
+    """A body's WARC-Payload-Digest: SHA-1, in base 32.
+
+    >>> payload_digest(b"")
+    'sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ'
+    """
+    return f"sha1:{_base32(hashlib.sha1(body).digest())}"
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+def _pairs(headers: HeadersLike) -> list[tuple[str, str]]:
+    return [(str(k), str(v)) for k, v in (headers.items() if isinstance(headers, Mapping)
+                                          else headers)]  # fmt: skip
 
 
 def _ascii_headers(status_line: str, pairs: list[tuple[str, str]]) -> bytes:

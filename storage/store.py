@@ -57,6 +57,7 @@ from storage.errors import (
     StoreWriteError,
 )
 from storage.lmdb_env import Transactions, pack_id, unpack_id
+from storage.history import History
 from storage.lmdb_index import LmdbIndex
 from storage.log import DedupLog, read_log
 from storage.manifest import FORMAT_VERSION, Manifest
@@ -93,6 +94,10 @@ class Inventory:
     warc_files: int = 0
     #: page records in the WARC files, up to the committed position
     warc_records: int = 0
+    #: revisit records among them (unchanged pages of a recrawl, byte-identical mirrors)
+    revisit_records: int = 0
+    #: URLs the crawl runs remember (storage.history)
+    urls: int = 0
     #: page-store files with data past the last commit: (name, bytes past it), or (name, None)
     #: for a file wholly past it; what a crash leaves, cut off by the next writable open
     uncommitted: list[tuple[str, int | None]] = field(default_factory=list)
@@ -134,6 +139,8 @@ class Store:
         self.readonly = readonly
         self.pages = pages
         self.index = LmdbIndex(txns)
+        #: what the crawl runs saw of each URL, and the runs (a recrawl's baseline)
+        self.history = History(txns)
         #: what opening repaired (an uncommitted WARC tail), one line each
         self.repairs = repairs
         self._shared = shared
@@ -415,9 +422,22 @@ class Store:
         """``(url, status, headers, body)`` of the stored page at ``location``."""
         return self.pages.read(location)
 
-    def iter_pages(self) -> Iterator[StoredPage]:
-        """Every kept page with its document, in document order (the order they were stored)."""
+    def current_documents(self) -> Iterator[tuple[int, DocumentRecord]]:
+        """The documents that are their URL's current one, in id order: what the latest crawl
+        run holds. A recrawl decides a changed page as a new document and keeps the old one as
+        history (:mod:`storage.history`); the order of the current ones is greedy
+        clustering's (``docs/architecture.md``)."""
         for doc_id, record in self.documents():
+            if self._is_current(doc_id, record.url):
+                yield doc_id, record
+
+    def _is_current(self, doc_id: int, url: str) -> bool:
+        value = self._txns.get(URLS_DB, url_key(url))
+        return value is not None and unpack_id(value) == doc_id
+
+    def iter_pages(self) -> Iterator[StoredPage]:
+        """Every kept page of the current documents with its document, in document order."""
+        for doc_id, record in self.current_documents():
             if record.page is not None:
                 page = self.pages.read(record.page)
                 yield StoredPage(doc_id, record, *page)
@@ -469,9 +489,30 @@ class Store:
                 problem(line)
             locations = self._check_documents(problem)
             found.pages = locations.count
+            found.urls = self._check_history(problem)
             position = position_from_bytes(self._txns.get("meta", WARC_KEY))
         self._check_pages(position, locations, problem, found)
         return found
+
+    def _check_history(self, problem: Callable[[str], None]) -> int:
+        """Each URL's state names its current document, and a kept page's capture is where the
+        document says its page is; returns how many URLs have a state."""
+        count = 0
+        for key, state in self.history.states():
+            count += 1
+            value = self._txns.get(URLS_DB, key)
+            record = self.document(state.doc_id)
+            if record is None or value is None or unpack_id(value) != state.doc_id:
+                problem(f"the history of a URL names document {state.doc_id}, which is not the "
+                        "URL's current document")  # fmt: skip
+                continue
+            capture, page = state.capture, record.page
+            if capture is not None and record.decision == "kept" and page is not None and (
+                (capture.file, capture.offset) != (page.number, page.offset)
+            ):
+                problem(f"{record.url}: its history's capture is {warc_name(capture.file)}:"
+                        f"{capture.offset}, its document's page {page.file}:{page.offset}")
+        return count
 
     def _has_document(self, doc_id: int) -> bool:
         with self._txns.read() as txn:
@@ -489,7 +530,8 @@ class Store:
                 except ValueError as exc:
                     problem(f"document {doc_id}: unreadable record ({exc})")
                     continue
-                if record.cluster_id is not None and not self.index.has_cluster(record.cluster_id):
+                if (record.cluster_id is not None and not self.index.has_cluster(record.cluster_id)
+                        and self._is_current(doc_id, record.url)):  # an older one's may be gone
                     problem(f"document {doc_id}: its cluster {record.cluster_id} is missing")
                 if record.page is not None:
                     locations.add(doc_id, record, problem)
@@ -510,6 +552,9 @@ class Store:
         """The WARC files up to the ``committed`` position against the documents' locations."""
         files = dict(self.pages.files())
         found.warc_files = len(files)
+        #: (URL, WARC-Date) of every response record → its payload digest
+        captures: dict[tuple[str | None, str | None], str | None] = {}
+        revisits: list[tuple[str, Any]] = []
         for number in range(1, committed.file + 1):
             if number not in files:
                 problem(f"{warc_name(number)} is missing from {self.pages.directory}")
@@ -529,10 +574,15 @@ class Store:
                     at = rec.offset + rec.length
                     if rec.type == "warcinfo":
                         continue
+                    if rec.type == "revisit":
+                        found.revisit_records += 1
+                        revisits.append((path.name, rec))
+                        continue
                     if rec.type != "response":
                         problem(f"{path.name}:{rec.offset}: unexpected {rec.type} record")
                         continue
                     found.warc_records += 1
+                    captures[(rec.url, rec.date)] = rec.payload_digest
                     ref = locations.pages.pop((number, rec.offset), None)
                     if ref is None:
                         problem(
@@ -550,6 +600,15 @@ class Store:
                 problem(f"{path.name}: unreadable after byte {at} ({type(exc).__name__}: {exc})")
         for (number, offset), (doc_id, _, url) in sorted(locations.pages.items()):
             problem(f"document {doc_id} ({url}): no WARC record at {warc_name(number)}:{offset}")
+        for name, rec in revisits:  # each must resolve, as a replay tool resolves it
+            target = (rec.refers_to_uri, rec.refers_to_date)
+            if target not in captures:
+                problem(f"{name}:{rec.offset}: the revisit of {rec.url} refers to "
+                        f"{rec.refers_to_uri} at {rec.refers_to_date}, which no response "
+                        "record holds")  # fmt: skip
+            elif captures[target] != rec.payload_digest:
+                problem(f"{name}:{rec.offset}: the revisit of {rec.url} has payload digest "
+                        f"{rec.payload_digest}, the record it refers to {captures[target]}")
 
     # --- the dedup log ----------------------------------------------------------------------
 

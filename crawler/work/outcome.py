@@ -36,6 +36,9 @@ class Tally:
     commits: int = 0
     #: decisions made but lost with a batch that could not commit (decided again next run)
     not_committed: int = 0
+    #: what changed since the store's last run: new, unchanged, changed, gone, and the pages
+    #: decided again because the kept page they duplicated changed (redecided)
+    changes: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,8 @@ class Outcome:
     #: (:mod:`crawler.work.links`); a page passed on has its links followed
     run: tuple[int, int] | None = None
     follow_links: bool = False
+    #: URLs to fetch in full: pages kept by a re-decision whose bodies the store lacks
+    fetch: tuple[str, ...] = ()
 
 
 def _one_line(text: str) -> str:

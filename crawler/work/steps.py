@@ -71,13 +71,24 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.work.links import DUPLICATE_DECISIONS, follows_links, run_after
 from crawler.work.outcome import STORE_FAILURES, Failure, Outcome, Tally
+from crawler.work.recrawl import (
+    Prior,
+    capture_of,
+    change_of,
+    refreshed_headers,
+    state_after,
+)
 from dedup.canonical import document_tokens
-from dedup.cluster import GreedyClusterer
+from dedup.changes import Redecision, Stored, replace as replace_document
+from dedup.cluster import Assignment, GreedyClusterer
 from dedup.document import Sketcher
+from dedup.estimators import estimate
 from dedup.html_text import DocumentTooDeep
 from dedup.units import JoinedTokens
+from storage.history import Capture, UrlState
+from storage.pages import IDENTICAL_PAYLOAD, SERVER_NOT_MODIFIED, payload_digest
 from storage.records import DocumentRecord
-from storage.store import Store
+from storage.store import Store, url_key
 from storage.texts import stored_text
 
 if TYPE_CHECKING:
@@ -98,6 +109,8 @@ class Pending:
     doc_id: int
     record: DocumentRecord
     entry: dict[str, Any]
+    #: the URL's state, written again with the page's capture once it is stored
+    state: UrlState
 
 
 _DECIDED = ("neardup/decided",)
@@ -136,6 +149,8 @@ class StoreWork:
         self._batch_items = 0
         self._queued: list[dict[str, Any]] = []
         self._told_foreign = False
+        #: the store's crawl run (storage.history): set when the store is opened
+        self.run = 0
 
     def open(self) -> list[str]:
         """Open the store and the run's dedup log; what opening repaired, one line each."""
@@ -143,6 +158,8 @@ class StoreWork:
         self.store = store
         self.clusterer = GreedyClusterer(store.index, self.config.dedup)
         self.log = store.log(self.run_id)
+        with store.batch():  # the crawl run this work belongs to: a new one, or the unfinished
+            self.run = store.history.begin_run(time.time())[0].number
         return list(store.repairs)
 
     # --- the steps ----------------------------------------------------------------------------
@@ -155,19 +172,23 @@ class StoreWork:
         decision, made and written into the batch). Only the first and the last touch the
         store, so only they can fail it (module doc, *Failures*).
         """
-        answer = self.guarded(page.url, lambda: self._answer_without_deciding(page))
-        if answer is not None:
-            return answer
-        made = self._sketched(page)
+        before = self.guarded(page.url, lambda: self._answer_without_deciding(page))
+        if isinstance(before, Outcome):
+            return before
+        prior = before
+        made = self._sketched(page, prior)
         if isinstance(made, Outcome):
             return made
         tokens, sketched, started = made
-        return self.guarded(page.url, lambda: self._record(page, tokens, sketched, started))
+        return self.guarded(page.url,
+                            lambda: self._record(page, tokens, sketched, started, prior))  # fmt: skip
 
-    def _answer_without_deciding(self, page: PageView) -> Outcome | None:
-        """The outcome of a page that needs no decision of its own, or None: the work has
-        stopped, the page has no URL or one the store cannot write, the store decided it
-        before, or the item's maker skipped it."""
+    def _answer_without_deciding(self, page: PageView) -> Outcome | Prior | None:
+        """The outcome of a page that needs no decision of its own, or what the store holds
+        of its URL (None: nothing) for the parts that decide it: the work has stopped, the
+        page has no URL or one the store cannot write, this run decided it before, it is
+        unchanged since an earlier run, or the item's maker skipped it
+        (:mod:`crawler.work.recrawl`)."""
         if not self.clean:
             return self.stopped()
         if not page.url:
@@ -181,31 +202,56 @@ class StoreWork:
                 level="WARNING",
                 counts=("neardup/bad_url",),
             )
-        store = self.store
-        assert store is not None, "open_spider was not called"
-        known = store.find_url(page.url)
-        if known is not None:
-            self.tally.already_decided += 1
-            # its links are followed as they were when it was decided: a resumed crawl
-            # re-derives them, and stops at a trap where the first crawl stopped
-            record = store.document(known)
-            copied = record is not None and record.decision in DUPLICATE_DECISIONS
-            run = run_after(page.run, record.cluster_id if copied and record else None)
-            return Outcome(
-                drop="already_decided",
-                message=f"already decided: {page.url} is document {known} of the store",
-                level="DEBUG",
-                counts=("neardup/already_decided",),
-                run=run,
-                follow_links=follows_links(run, self.config.duplicate_budget),
-            )
+        prior = self._prior(page.url)
+        has_body = 200 <= page.status < 300 and not page.skip_reason
+        digest = payload_digest(page.body) if has_body else None
+        awaiting = prior is not None and prior.state is not None and prior.state.awaiting_body
+        if awaiting and has_body and digest == prior.state.payload_digest:  # type: ignore[union-attr]
+            return self._store_awaited(page, prior)  # type: ignore[arg-type]
+        if prior is not None and (prior.decided_in(self.run) or (awaiting and not has_body)):
+            return self._already_decided(page, prior)
         if page.skip_reason:
             # the item's maker (our spider) counts neardup/skipped/<reason> for its own reasons
-            return self._skip(page, page.skip_reason, page.skip_detail, count_reason=False)
-        return None
+            return self._skip(page, page.skip_reason, page.skip_detail, count_reason=False,
+                              prior=prior)  # fmt: skip
+        change = change_of(prior, page.status, None, digest)
+        if change == "unchanged":
+            assert prior is not None
+            return self._unchanged(page, prior)
+        if page.status == 304:  # a 304 for a URL the store has no content of: nothing to keep
+            return self._skip(page, "http_304", "304 for a URL without stored content")
+        return prior
+
+    def _prior(self, url: str) -> Prior | None:
+        """What the store holds of ``url``: its current document and state, or None."""
+        store = self.store
+        assert store is not None, "open_spider was not called"
+        known = store.find_url(url)
+        if known is None:
+            return None
+        record = store.document(known)
+        assert record is not None
+        return Prior(known, record, store.history.get(url_key(url)))
+
+    def _already_decided(self, page: PageView, prior: Prior) -> Outcome:
+        """This run decided the page before (a resumed crawl): nothing is decided again."""
+        self.tally.already_decided += 1
+        # its links are followed as they were when it was decided: a resumed crawl
+        # re-derives them, and stops at a trap where the first crawl stopped
+        record = prior.record
+        copied = record.decision in DUPLICATE_DECISIONS
+        run = run_after(page.run, record.cluster_id if copied else None)
+        return Outcome(
+            drop="already_decided",
+            message=f"already decided: {page.url} is document {prior.doc_id} of the store",
+            level="DEBUG",
+            counts=("neardup/already_decided",),
+            run=run,
+            follow_links=follows_links(run, self.config.duplicate_budget),
+        )
 
     def _sketched(
-        self, page: PageView
+        self, page: PageView, prior: Prior | None
     ) -> tuple[Sequence[str] | JoinedTokens, DocumentSketch, float] | Outcome:
         """(tokens, sketch, when sketching began), or the page skipped with the reason it
         cannot be compared. An error here is the page's problem: nothing of it is written."""
@@ -214,23 +260,26 @@ class StoreWork:
             try:
                 tokens = self._canonicalise(page)
             except DocumentTooDeep as exc:
-                return self.guarded(page.url, lambda: self._skip(page, "too_deep", str(exc)))
+                return self.guarded(page.url,
+                                    lambda: self._skip(page, "too_deep", str(exc), prior=prior))
             except Exception as exc:
                 logger.exception("Could not canonicalise %s", page.url)
                 detail = f"{type(exc).__name__}: {exc}"
-                return self.guarded(page.url, lambda: self._skip(page, "unparseable", detail))
+                return self.guarded(page.url,
+                                    lambda: self._skip(page, "unparseable", detail, prior=prior))
         else:
             self.spent("canonicalise", page.canonicalise_seconds)
         if not tokens:
             detail = "no text after canonicalisation"
-            return self.guarded(page.url, lambda: self._skip(page, "empty", detail))
+            return self.guarded(page.url, lambda: self._skip(page, "empty", detail, prior=prior))
         started = time.perf_counter()
         try:
             made = self.sketcher.sketch(tokens)
         except Exception as exc:  # a sketching bug is this page's problem, not the crawl's
             logger.exception("Could not sketch %s", page.url)
             detail = f"{type(exc).__name__}: {exc}"
-            return self.guarded(page.url, lambda: self._skip(page, "sketch_error", detail))
+            return self.guarded(page.url,
+                                lambda: self._skip(page, "sketch_error", detail, prior=prior))
         return tokens, made, started
 
     def _record(
@@ -239,57 +288,305 @@ class StoreWork:
         tokens: Sequence[str] | JoinedTokens,
         made: DocumentSketch,
         started: float,
+        prior: Prior | None,
     ) -> Outcome:
         """Decide the sketched page against the index and write the decision into the batch
-        (fused: with the kept page); queue its log line."""
+        (fused: with the kept page); queue its log line. A page whose URL the store had
+        content for is decided again as a new document, its old one taken out and the pages
+        that duplicated it decided again too (:mod:`dedup.changes`)."""
         sketched = time.perf_counter()
         assert self.clusterer is not None
-        decision = self.clusterer.decide(made.sketch, made.content_hash)
         store = self.writing()
+        if prior is not None and prior.had_content and made.content_hash == (
+            prior.record.content_hash
+        ) and (prior.state is None or prior.state.payload_digest is None):
+            # a URL whose body the store never saw the digest of: the same text is the same
+            if prior.state is not None and prior.state.awaiting_body:
+                return self._store_awaited(page, prior)
+            return self._unchanged(page, prior)
         doc_id = store.next_doc_id()
-        assignment = self.clusterer.apply(doc_id, made.sketch, made.content_hash, decision)
+        old = self._stored(prior.doc_id) if prior is not None and prior.had_content else None
+        done = replace_document(self.clusterer, old, Stored(doc_id, made.sketch, made.content_hash),
+                                load=self._stored, new_doc_id=store.next_doc_id)  # fmt: skip
+        assignment = done.assignment
+        assert assignment is not None
+        decision = assignment.decision
         applied = time.perf_counter()
         kind = decision.kind
-        location = None
+        captured = None
         if kind == "kept" and self.fused:
             # the storage stage comes next and nothing can come between: store it now
-            location = store.pages.append(
+            captured = store.pages.capture(
                 page.url, page.status, page.headers, page.body, time=page.fetched_at
             )
+        location = captured.location if captured is not None else None
         record = DocumentRecord(
             page.url, kind, time.time(), assignment.cluster_id, made.content_hash, location
         )
         store.put_document(doc_id, record, made.sketch)
+        digest = payload_digest(page.body)
+        state = self._remember(page, prior, doc_id, digest,
+                               capture_of(captured) if captured is not None else None)  # fmt: skip
         if kind != "kept" and self.config.keep_text:
             # a dropped page reaches no WARC file: keep its text so the drop can be explained
             unit = self.config.sketch.unit
             store.put_text(doc_id, stored_text(tokens, unit, self.config.max_text_bytes))
-        duplicate_of = None
-        if decision.duplicate_of is not None:
-            original = store.document(decision.duplicate_of)
-            duplicate_of = original.url if original is not None else None
+        duplicate_of = self._url_of(decision.duplicate_of)
+        if kind == "exact_duplicate":
+            self._mirror(page, decision.representative_doc, digest, page.status, page.headers)
         self.spent("sketch", sketched - started)
         self.spent("index", applied - sketched)
         self.spent("store", time.perf_counter() - applied)
         entry = _decision_entry(page, kind, doc_id, assignment.cluster_id, made, decision,
                                 duplicate_of, self.config.dedup.threshold,
                                 self.config.dedup.containment)  # fmt: skip
+        change = "new" if prior is None else "changed"
+        similar = None if old is None else estimate(made.sketch, old.sketch).resemblance
+        entry.update(self._change_fields(prior, change, similar))
+        fetch = self._redecided(done.redecided, page.url, "changed")
         run = run_after(page.run, assignment.cluster_id if kind != "kept" else None)
         follow = follows_links(run, self.config.duplicate_budget)
         if not follow and page.links:
             entry["links_not_followed"] = page.links  # the duplicate budget (crawler.work.links)
+        counts = ("neardup/decided", f"neardup/change/{change}")
         if kind == "kept" and location is None and self.storing:
-            self.pending[page.url] = Pending(doc_id, record, entry)
-            return Outcome(counts=_DECIDED)
+            self.pending[page.url] = Pending(doc_id, record, entry, state)
+            return Outcome(counts=counts, fetch=fetch)
         if location is not None:
             entry["page"] = f"{location.file}:{location.offset}"
         self.queue(entry)
         self.item_done()
         if kind == "kept":
-            return Outcome(counts=_KEPT, stored_bytes=location.length if location else 0)
+            return Outcome(counts=(*counts, "neardup/kept"), fetch=fetch,
+                           stored_bytes=location.length if location else 0)  # fmt: skip
         return Outcome(drop=kind, message=_drop_message(kind, duplicate_of, decision),
-                       level="INFO", counts=("neardup/decided", f"neardup/{kind}"),
-                       run=run, follow_links=follow)  # fmt: skip
+                       level="INFO", counts=(*counts, f"neardup/{kind}"),
+                       run=run, follow_links=follow, fetch=fetch)  # fmt: skip
+
+    # --- a recrawl: what the store held of the URL ------------------------------------------
+
+    def _unchanged(self, page: PageView, prior: Prior) -> Outcome:
+        """A page the server confirms (304) or sends again (same digest): its document stays,
+        with its decision and cluster; a kept page gets a revisit record naming the capture
+        that holds its content, a byte-identical mirror one naming its original's."""
+        store = self.writing()
+        record, state = prior.record, prior.state
+        capture = None
+        stored_bytes = 0
+        if record.decision == "kept" and record.page is not None:
+            capture, digest = self._content_capture(prior)
+            status, headers = self._revisit_head(page, record)
+            where = store.pages.revisit(
+                page.url,
+                profile=SERVER_NOT_MODIFIED if page.status == 304 else IDENTICAL_PAYLOAD,
+                status=status, headers=headers, refers_to_uri=page.url,
+                refers_to_date=capture.date, refers_to_id=capture.record_id, digest=digest,
+                time=page.fetched_at,
+            )  # fmt: skip
+            stored_bytes = where.length
+        body_digest = payload_digest(page.body) if page.status != 304 else None
+        if record.decision == "exact_duplicate" and record.cluster_id is not None:
+            assert self.clusterer is not None
+            first = self.clusterer.index.cluster(record.cluster_id).first_doc
+            digest = body_digest or (state.payload_digest if state else None)
+            status, headers = self._revisit_head(page, store.document(first))
+            if digest is not None:
+                self._mirror(page, first, digest, status, headers)
+        self._remember(page, prior, prior.doc_id, body_digest, capture)
+        entry = self._unchanged_entry(page, prior)
+        self.queue(entry)
+        self.item_done()
+        counts = ("neardup/decided", "neardup/change/unchanged")
+        kind = record.decision
+        if kind == "kept":
+            return Outcome(counts=(*counts, "neardup/kept"), stored_bytes=stored_bytes)
+        copied = record.cluster_id if kind in DUPLICATE_DECISIONS else None
+        run = run_after(page.run, copied)
+        return Outcome(drop=kind, message=f"unchanged: {entry.get('reason') or kind}",
+                       level="INFO", counts=(*counts, f"neardup/{kind}"), run=run,
+                       follow_links=follows_links(run, self.config.duplicate_budget))  # fmt: skip
+
+    def _unchanged_entry(self, page: PageView, prior: Prior) -> dict[str, Any]:
+        """The log line of an unchanged page: its decision as it stands, estimated again
+        against its cluster's representative for a dropped one."""
+        record = prior.record
+        fields: dict[str, Any] = {"doc_id": prior.doc_id, "cluster_id": record.cluster_id,
+                                  "status": page.status}  # fmt: skip
+        if record.decision in DUPLICATE_DECISIONS and record.cluster_id is not None:
+            assert self.store is not None and self.clusterer is not None
+            index = self.clusterer.index
+            first = index.cluster(record.cluster_id).first_doc
+            sketch = self.store.sketch(prior.doc_id)
+            if sketch is not None:
+                est = estimate(sketch, index.representative(record.cluster_id))
+                fields.update(resemblance=_round(est.resemblance),
+                              containment=_round(est.containment_a_in_b),
+                              matches=est.matches, sample_size=est.sample_size)  # fmt: skip
+            fields["duplicate_of"] = self._url_of(first)
+            fields["reason"] = "unchanged since the store's last run"
+        entry = _entry(page.url, record.decision, **fields)
+        entry.update(self._change_fields(prior, "unchanged", None))
+        return entry
+
+    def _store_awaited(self, page: PageView, prior: Prior) -> Outcome:
+        """The body of a page kept by a re-decision, fetched in full: stored in its document."""
+        store = self.writing()
+        captured = store.pages.capture(page.url, page.status, page.headers, page.body,
+                                       time=page.fetched_at)  # fmt: skip
+        store.put_document(prior.doc_id, replace(prior.record, page=captured.location))
+        self._remember(page, prior, prior.doc_id, captured.payload_digest, capture_of(captured))
+        where = captured.location
+        entry = _entry(page.url, "kept", doc_id=prior.doc_id, cluster_id=prior.record.cluster_id,
+                       reason="stored: fetched in full once it was decided again",
+                       status=page.status, page=f"{where.file}:{where.offset}")  # fmt: skip
+        entry.update(self._change_fields(prior, "unchanged", None))
+        self.queue(entry)
+        self.item_done()
+        return Outcome(counts=("neardup/refetched", "neardup/kept"), stored_bytes=where.length)
+
+    def _redecided(
+        self, redecisions: Sequence[Redecision], cause: str, what: str
+    ) -> tuple[str, ...]:
+        """Record the orphans of a page's old document, each decided again as a new document
+        (their content did not change); the URLs of those now kept, whose bodies the store
+        does not have: the crawl fetches them in full."""
+        store = self.store
+        assert store is not None
+        fetch = []
+        for again in redecisions:
+            old = store.document(again.old_doc)
+            assert old is not None
+            assignment = again.assignment
+            kind = assignment.decision.kind
+            record = DocumentRecord(old.url, kind, time.time(), assignment.cluster_id,
+                                    old.content_hash, None)  # fmt: skip
+            store.put_document(again.new_doc, record, store.sketch(again.old_doc))
+            if kind == "kept":
+                fetch.append(old.url)
+            else:
+                text = store.text(again.old_doc)
+                if text is not None:
+                    store.put_text(again.new_doc, text)
+            key = url_key(old.url)
+            state = store.history.get(key)
+            awaiting = kind == "kept"
+            if state is None:
+                state = UrlState(0, again.new_doc, 200, old.time, awaiting_body=awaiting)
+            else:
+                state = replace(state, doc_id=again.new_doc, awaiting_body=awaiting)
+            store.history.put(key, state)
+            self.queue(self._redecision_entry(old, again, cause, what))
+            self._batch_items += 1
+        return tuple(fetch)
+
+    def _redecision_entry(
+        self, old: DocumentRecord, again: Redecision, cause: str, what: str
+    ) -> dict[str, Any]:
+        decision = again.assignment.decision
+        entry = _entry(
+            old.url,
+            decision.kind,
+            reason=f"re-decided: its kept page {cause} {what}",
+            doc_id=again.new_doc,
+            cluster_id=again.assignment.cluster_id,
+            duplicate_of=self._url_of(decision.duplicate_of),
+            resemblance=1.0 if decision.kind == "exact_duplicate" else _round(decision.resemblance),
+            containment=_round(decision.containment),
+            matches=decision.matches,
+            sample_size=decision.sample_size,
+            redecided=True,
+        )
+        prior = Prior(again.old_doc, old, None)
+        entry.update(self._change_fields(prior, "unchanged", None))
+        return entry
+
+    def _stored(self, doc_id: int) -> Stored:
+        """A document as :mod:`dedup.changes` decides it again: its sketch and content hash."""
+        store = self.store
+        assert store is not None
+        record, sketch = store.document(doc_id), store.sketch(doc_id)
+        assert record is not None and record.content_hash is not None and sketch is not None
+        return Stored(doc_id, sketch, record.content_hash)
+
+    def _remember(
+        self,
+        page: PageView,
+        prior: Prior | None,
+        doc_id: int,
+        digest: str | None,
+        capture: Capture | None,
+    ) -> UrlState:
+        """Write what this run saw of the page's URL (storage.history)."""
+        assert self.store is not None
+        state = state_after(
+            prior.state if prior is not None else None, run=self.run, doc_id=doc_id,
+            status=page.status, headers=page.headers,
+            fetched_at=page.fetched_at or time.time(), digest=digest, capture=capture,
+        )  # fmt: skip
+        self.store.history.put(url_key(page.url), state)
+        return state
+
+    def _content_capture(self, prior: Prior) -> tuple[Capture, str]:
+        """The capture holding a kept page's content, and its payload digest."""
+        state, page = prior.state, prior.record.page
+        if state is not None and state.capture is not None and state.payload_digest:
+            return state.capture, state.payload_digest
+        assert self.store is not None and page is not None
+        found = self.store.pages.captured(page)  # a store made before the history
+        return capture_of(found), found.payload_digest
+
+    def _revisit_head(
+        self, page: PageView, stored: DocumentRecord | None
+    ) -> tuple[int, list[tuple[str, str]]]:
+        """The status and headers a revisit record gives for the page: its own, or for a 304
+        the stored response's as the 304 refreshed them (storage.pages.revisit_record)."""
+        if page.status != 304 or stored is None or stored.page is None:
+            return page.status, page.headers
+        assert self.store is not None
+        held = self.store.read_page(stored.page)
+        return held.status, refreshed_headers(held.headers, page.headers)
+
+    def _mirror(
+        self,
+        page: PageView,
+        original_doc: int | None,
+        digest: str,
+        status: int,
+        headers: list[tuple[str, str]],
+    ) -> None:
+        """A URL-agnostic revisit for an exact duplicate whose body is byte for byte its kept
+        original's (a mirror), so that replay serves the mirror's URL too."""
+        store = self.store
+        assert store is not None
+        original = store.document(original_doc) if original_doc is not None else None
+        if original is None or original.decision != "kept" or original.page is None:
+            return
+        state = store.history.get(url_key(original.url))
+        capture, held = self._content_capture(Prior(original_doc, original, state))  # type: ignore[arg-type]
+        if held != digest:
+            return
+        store.pages.revisit(page.url, profile=IDENTICAL_PAYLOAD, status=status, headers=headers,
+                            refers_to_uri=original.url, refers_to_date=capture.date,
+                            refers_to_id=capture.record_id, digest=digest,
+                            time=page.fetched_at)  # fmt: skip
+
+    def _url_of(self, doc_id: int | None) -> str | None:
+        if doc_id is None or self.store is None:
+            return None
+        record = self.store.document(doc_id)
+        return record.url if record is not None else None
+
+    def _change_fields(
+        self, prior: Prior | None, change: str, similar: float | None
+    ) -> dict[str, Any]:
+        """The recrawl's fields of a decision line (docs/crawling.md)."""
+        return {
+            "crawl_run": self.run,
+            "change": change,
+            "previous_decision": prior.record.decision if prior is not None else None,
+            "previous_cluster_id": prior.record.cluster_id if prior is not None else None,
+            "change_resemblance": _round(similar),
+        }
 
     def store_page(self, page: PageView) -> Outcome:
         """The storage stage's step (unfused): append the kept page, record where it is."""
@@ -308,10 +605,12 @@ class StoreWork:
     def _store_pending(self, page: PageView, pending: Pending) -> Outcome:
         started = time.perf_counter()
         store = self.writing()
-        location = store.pages.append(
+        captured = store.pages.capture(
             page.url, page.status, page.headers, page.body, time=page.fetched_at
         )
+        location = captured.location
         store.put_document(pending.doc_id, replace(pending.record, page=location))
+        store.history.put(url_key(page.url), replace(pending.state, capture=capture_of(captured)))
         del self.pending[page.url]
         pending.entry["page"] = f"{location.file}:{location.offset}"
         self.spent("store", time.perf_counter() - started)
@@ -436,25 +735,50 @@ class StoreWork:
         return tokens
 
     def _skip(
-        self, page: PageView, reason: str, detail: str | None, *, count_reason: bool = True
+        self,
+        page: PageView,
+        reason: str,
+        detail: str | None,
+        *,
+        count_reason: bool = True,
+        prior: Prior | None = None,
     ) -> Outcome:
         """Record the page as skipped (so a resumed crawl does not decide it again); drop it.
 
+        A URL the store had content for leaves its cluster, and the pages that duplicated it
+        are decided again (its page ``gone``, or ``changed`` into one that cannot be
+        compared); one skipped before for the same answer keeps its document (``unchanged``).
         ``neardup/skipped`` counts every skip; ``neardup/skipped/<reason>`` is counted here
         for the reasons this stage finds, and by the spider for the reasons it gives. Call it
         through :meth:`guarded`: it writes to the store.
         """
         store = self.writing()
-        doc_id = store.next_doc_id()
-        store.put_document(doc_id, DocumentRecord(page.url, "skipped", time.time()))
-        self.queue(_entry(page.url, "skipped", reason=reason, doc_id=doc_id, detail=detail,
-                          status=page.status))  # fmt: skip
+        change = change_of(prior, page.status, reason, None) or "changed"
+        fetch: tuple[str, ...] = ()
+        if prior is not None and change == "unchanged":
+            doc_id = prior.doc_id
+        else:
+            doc_id = store.next_doc_id()
+            if prior is not None and prior.had_content:
+                assert self.clusterer is not None
+                done = replace_document(self.clusterer, self._stored(prior.doc_id), None,
+                                        load=self._stored, new_doc_id=store.next_doc_id)  # fmt: skip
+                what = "is gone" if change == "gone" else "changed"
+                fetch = self._redecided(done.redecided, page.url, what)
+            store.put_document(doc_id, DocumentRecord(page.url, "skipped", time.time()))
+        body = payload_digest(page.body) if page.body else None
+        self._remember(page, prior, doc_id, body, None)
+        entry = _entry(page.url, "skipped", reason=reason, doc_id=doc_id, detail=detail,
+                       status=page.status)  # fmt: skip
+        entry.update(self._change_fields(prior, change, None))
+        self.queue(entry)
         self.item_done()
         counts = ("neardup/skipped", f"neardup/skipped/{reason}") if count_reason else _SKIPPED
         # a page the spider skipped comes without links; one skipped here (it could not be
         # sketched) is no copy of anything, and its links are followed
         return Outcome(drop="skipped", message=f"skipped ({reason}): {detail or reason}",
-                       level="DEBUG", counts=counts, follow_links=True)  # fmt: skip
+                       level="DEBUG", counts=(*counts, f"neardup/change/{change}"),
+                       follow_links=True, fetch=fetch)  # fmt: skip
 
     # --- the batch ------------------------------------------------------------------------------
 
@@ -513,6 +837,10 @@ class StoreWork:
         queued, self._queued = self._queued, []
         for entry in queued:
             self.tally.decisions[entry["decision"]] += 1
+            if entry.get("change") and not entry.get("redecided"):
+                self.tally.changes[entry["change"]] += 1
+            if entry.get("redecided"):
+                self.tally.changes["redecided"] += 1
             if entry["decision"] == "skipped":
                 self.tally.skipped[entry["reason"] or "unknown"] += 1
         if self.log is not None and queued:

@@ -41,6 +41,9 @@ class CrawlParams:
     #: N-th page in a row of one cluster along its link path (a spider trap repeats one
     #: page); 0 never follows a duplicate's links, None always does (docs/crawling.md)
     duplicate_link_budget: int | None = 2
+    #: a recrawl asks for each URL the store knows with the validators of its last response
+    #: (If-None-Match, If-Modified-Since), so an unchanged page costs a 304 (docs/crawling.md)
+    conditional_requests: bool = True
     #: regular expressions; when any is given a URL must match one to be followed
     include: tuple[str, ...] = ()
     #: regular expressions; a URL matching one is not followed

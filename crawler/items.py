@@ -21,8 +21,9 @@ class PageItem:
     headers: list[tuple[str, str]] = field(default_factory=list)
     body: bytes = b""
     #: canonical token stream (``dedup.canonical.document_tokens``, joined: the form a sketch
-    #: reads and the worker's pipe carries); empty when skipped
-    tokens: JoinedTokens = field(default_factory=lambda: JoinedTokens(b"", 0))
+    #: reads and the worker's pipe carries); empty when skipped; None for a body the store has
+    #: already (a recrawl's unchanged page: the work canonicalises it only if it must)
+    tokens: JoinedTokens | None = field(default_factory=lambda: JoinedTokens(b"", 0))
     #: seconds since the epoch when the response arrived
     fetched_at: float = 0.0
     depth: int = 0

@@ -59,6 +59,8 @@ NEARDUP_MAX_PAGES = _CRAWL.max_pages  # URLs the spider schedules at most (0 = n
 # links of a duplicate followed while it is at most the N-th of its cluster in a row along the
 # link path (crawler.work.links); -1: no budget (config.yaml's null)
 NEARDUP_DUPLICATE_BUDGET = _CRAWL.duplicate_budget_setting
+# a recrawl's requests carry the store's validators of each URL (crawler.downloadermiddlewares)
+NEARDUP_CONDITIONAL = _CRAWL.conditional_requests
 NEARDUP_KEEP_TEXT = _CONFIG.review.keep_text  # keep dropped pages' canonical text (explain)
 NEARDUP_MAX_TEXT_BYTES = _CONFIG.review.max_text_bytes  # a longer kept text is cut to this
 NEARDUP_CAP = _DEDUP.cap  # clusters read per fingerprint: the boilerplate cap (keeps it O(rs))
@@ -118,6 +120,12 @@ def scrapy_settings(config: Config) -> dict[str, Any]:
         # through and count robots.txt, so it is left to the user.
         "NEARDUP_MAX_PAGES": crawl.max_pages,
         "NEARDUP_DUPLICATE_BUDGET": crawl.duplicate_budget_setting,
+        # a recrawl asks for each URL the store knows only if it changed (If-None-Match,
+        # If-Modified-Since from the store's history)
+        "NEARDUP_CONDITIONAL": crawl.conditional_requests,
+        "DOWNLOADER_MIDDLEWARES": {
+            "crawler.downloadermiddlewares.conditional.ConditionalGetMiddleware": 580,
+        },
         # no consoles listening on the machine: a crawl is driven by its config, not remotely
         "TELNETCONSOLE_ENABLED": False,
         "REMOTE_CONTROL_ENABLED": False,

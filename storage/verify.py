@@ -37,6 +37,10 @@ class VerifyReport:
     exact_hashes: int = 0
     warc_files: int = 0
     warc_records: int = 0
+    #: revisit records (unchanged pages of a recrawl, byte-identical mirrors), each resolved
+    revisit_records: int = 0
+    #: URLs whose state the crawl runs keep
+    urls: int = 0
     repaired: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     problem_count: int = 0
@@ -62,7 +66,9 @@ class VerifyReport:
             f"  clusters      {self.clusters:>10}",
             f"  fingerprints  {self.fingerprints:>10}  (fingerprint -> cluster entries)",
             f"  exact hashes  {self.exact_hashes:>10}",
-            f"  WARC files    {self.warc_files:>10}  ({self.warc_records} page records)",
+            f"  WARC files    {self.warc_files:>10}  ({self.warc_records} page records, "
+            f"{self.revisit_records} revisits)",
+            f"  URLs          {self.urls:>10}  (with the state of their last crawl run)",
         ]
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  repaired: {r}" for r in self.repaired] or ["  repaired: nothing to repair"]
@@ -107,6 +113,7 @@ def _add_counts(report: VerifyReport, found: Inventory, tail: str) -> None:
     report.clusters, report.fingerprints = found.clusters, found.fingerprints
     report.exact_hashes = found.exact_hashes
     report.warc_files, report.warc_records = found.warc_files, found.warc_records
+    report.revisit_records, report.urls = found.revisit_records, found.urls
     for name, extra in found.uncommitted:
         if extra is None:
             report.notes.append(f"{name} is past the last commit ({tail})")

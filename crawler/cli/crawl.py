@@ -170,6 +170,10 @@ class CrawlOutcome:
     error: str | None = None
     #: decisions lost with a batch that could not commit (the next crawl makes them again)
     not_committed: int = 0
+    #: the store's crawl run (1: its first crawl; a recrawl is the next)
+    crawl_run: int = 0
+    #: what changed since the store's last run: new, unchanged, changed, gone, redecided
+    changes: dict[str, int] = field(default_factory=dict)
 
     @property
     def interrupted(self) -> bool:
@@ -210,6 +214,8 @@ class CrawlOutcome:
             "decisions": {k: self.decisions.get(k, 0) for k in _ORDER},
             "skipped": dict(sorted(self.skipped.items())),
             "already_decided": self.already_decided,
+            "crawl_run": self.crawl_run,
+            "changes": {k: self.changes.get(k, 0) for k in _CHANGES},
             "not_committed": self.not_committed,
             "links_not_followed": self.links_not_followed,
             "error": self.error,
@@ -241,7 +247,15 @@ class CrawlOutcome:
         lines.append(f"  skipped            {d.get('skipped', 0):>7,}   {reasons}".rstrip())
         if self.already_decided:
             lines.append(
-                f"  already decided    {self.already_decided:>7,}   by an earlier run; passed over"
+                f"  already decided    {self.already_decided:>7,}   earlier in this run; passed over"
+            )
+        if self.crawl_run > 1:
+            c = self.changes
+            lines.append(
+                f"  since run {self.crawl_run - 1:<8} {c.get('unchanged', 0):>7,} unchanged, "
+                f"{c.get('changed', 0):,} changed, {c.get('gone', 0):,} gone, "
+                f"{c.get('new', 0):,} new; {c.get('redecided', 0):,} decided again as their "
+                "kept page changed"
             )
         held = self.links_not_followed
         if held["duplicate_budget"]:
@@ -275,6 +289,7 @@ class CrawlOutcome:
 
 
 _ORDER = ("kept", "exact_duplicate", "near_duplicate", "contained", "skipped")
+_CHANGES = ("new", "unchanged", "changed", "gone", "redecided")
 
 
 def _by_count(pair: tuple[str, int]) -> tuple[int, str]:
@@ -523,6 +538,8 @@ def _run_scrapy(
             outcome.decisions = dict(session.tally.decisions)
             outcome.skipped = dict(session.tally.skipped)
             outcome.already_decided = session.tally.already_decided
+            outcome.changes = dict(session.tally.changes)
+            outcome.crawl_run = int(outcome.stats.get("neardup/crawl_run", 0))
             outcome.not_committed = session.tally.not_committed
             outcome.log = session.log.path if session.log is not None else outcome.log
         try:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -114,6 +115,8 @@ class DedupSession:
         self.failure: Failure | None = None
         crawler.signals.connect(self._item_left, signal=signals.item_dropped)
         crawler.signals.connect(self._item_left, signal=signals.item_error)
+        crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
+        self._told_no_fetch = False
 
     @classmethod
     def of(cls, crawler: Crawler) -> DedupSession:
@@ -256,6 +259,8 @@ class DedupSession:
             inc("neardup/stored_bytes", outcome.stored_bytes)
         if outcome.failure is not None:
             self._stop_crawl(outcome.failure)
+        if outcome.fetch:
+            self._fetch_in_full(outcome.fetch)
         if outcome.drop is None:
             return None
         drop = DROPS[outcome.drop](outcome.message, log_level=outcome.level)
@@ -281,6 +286,35 @@ class DedupSession:
         else:
             future.set_exception(drop)
 
+    def _fetch_in_full(self, urls: tuple[str, ...]) -> None:
+        """Ask the spider for the whole pages the work kept by a re-decision (their bodies
+        are not in the store): ``fetch_in_full(url)``, which our spider has."""
+        crawler = self._crawler()
+        fetch = getattr(crawler.spider if crawler is not None else None, "fetch_in_full", None)
+        if fetch is None:
+            if not self._told_no_fetch:
+                logger.warning("neardup: %d kept pages need their bodies fetched in full, and the "
+                               "spider has no fetch_in_full(url); the next run fetches them",
+                               len(urls))  # fmt: skip
+                self._told_no_fetch = True
+            return
+        for url in urls:
+            fetch(url)
+
+    def _spider_closed(self, reason: str, **_: Any) -> None:
+        """A crawl that finished (not stopped, not failed) ends the store's crawl run: the next
+        crawl of the store is a recrawl against it (storage.history); one that did not is
+        resumed by the next crawl."""
+        if reason != "finished" or not self.clean or self.log is None:
+            return
+        try:
+            with Store.open(self.config.store, self.config.sketch, area=self.config.area) as store:
+                with store.batch():
+                    store.history.finish_run(time.time())
+        except Exception as exc:  # noqa: BLE001 - the run stays open: the next crawl resumes it
+            logger.warning("neardup: the crawl run could not be marked finished (%s); the next "
+                           "crawl of the store resumes it", exc)  # fmt: skip
+
     def _apply_unawaited(self, outcome: asyncio.Future[Outcome]) -> None:
         """The outcome of a step no item waits for (a tick, a page not stored): its stats and
         its failure; the drop it may name has no item to drop."""
@@ -290,6 +324,8 @@ class DedupSession:
         """The work's counters into the stats: commits, the cost split, pages not stored."""
         self.tally = totals["tally"]
         set_value = self.stats.set_value
+        if totals.get("crawl_run"):
+            set_value("neardup/crawl_run", totals["crawl_run"])
         if self.tally.commits:
             set_value("neardup/commits", self.tally.commits)
         if totals["not_stored"]:

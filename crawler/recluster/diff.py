@@ -263,7 +263,7 @@ def _sources(path: str | Path, unit: str) -> Iterator[SourceDocument]:
     from storage.store import Store
 
     with Store.open(path, readonly=True) as store:
-        yield from diff_documents(store, store.documents(), unit)
+        yield from diff_documents(store, store.current_documents(), unit)
 
 
 def check_store(path: str | Path) -> None:

@@ -63,11 +63,13 @@ from twisted.internet import error as tx_error
 from w3lib.url import canonicalize_url, safe_url_string
 
 from crawler import settings as defaults
+from crawler.downloadermiddlewares.conditional import FULL_FETCH, KNOWN_DIGEST
 from crawler.items import PageItem
 from dedup.canonical import ENGINES, UNITS, document_tokens, looks_like_html
 from dedup.html_text import DocumentTooDeep, charset_of, looks_binary
 from dedup.params import ContentArea
 from storage.errors import StoreWriteError
+from storage.pages import payload_digest
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -246,6 +248,37 @@ class SiteSpider(Spider):
             request = self._request(canonical, depth=0)
             request.meta["allow_offsite"] = True  # a start URL is fetched whatever the hosts
             yield request
+        for url in self._known_urls():  # a recrawl asks for every page the store knows
+            if url in self.seen or self.refusal(url) or not self._take_slot():
+                continue
+            self.seen.add(url)
+            yield self._request(url, depth=0)
+
+    def _known_urls(self) -> Iterator[str]:
+        """The URLs the store has decided, in the order it decided them (none for a new
+        store): the next run of a store requests each again (docs/crawling.md)."""
+        from scrapy.utils.project import data_path
+
+        from storage.errors import StoreError
+        from storage.store import Store
+
+        path = data_path(self.settings.get("NEARDUP_STORE", defaults.NEARDUP_STORE))
+        if not self.settings.getbool("NEARDUP_ENABLED", True) or not Store.exists(path):
+            return
+        try:
+            with Store.open(path, readonly=True) as store:
+                urls = [url for _, url in store.urls()]
+        except (StoreError, OSError) as exc:
+            logger.warning("neardup: the store's URLs could not be read: %s", exc)
+            return
+        yield from urls
+
+    def fetch_in_full(self, url: str) -> None:
+        """Request ``url`` again, unconditionally: the dedup work kept it and needs its body
+        (a page decided again after the page it duplicated changed, which answered 304)."""
+        request = self._request(url, depth=0)
+        request.meta[FULL_FETCH] = True
+        self._schedule(request.replace(dont_filter=True))
 
     def _take_slot(self) -> bool:
         if self.max_pages and self.scheduled >= self.max_pages:
@@ -418,9 +451,18 @@ class SiteSpider(Spider):
             fetched_at=time.time(),
             depth=depth,
         )
+        if response.status == 304:  # the store's copy is current: the work keeps it
+            yield item
+            return
         reason, detail = self._refuse_content(response)
         if reason:
             yield self._skip(item, reason, detail)
+            return
+        known = response.meta.get(KNOWN_DIGEST)
+        if known is not None and payload_digest(response.body) == known:
+            # the body the store has: the work keeps its decision, and needs no tokens
+            item.tokens = None
+            yield from self._with_links(item, response, depth)
             return
         started = time.perf_counter()
         try:
@@ -449,6 +491,10 @@ class SiteSpider(Spider):
             return
         item.tokens = tokens
         self.crawler.stats.inc_value("neardup/canonicalised")
+        yield from self._with_links(item, response, depth)
+
+    def _with_links(self, item: PageItem, response: Response, depth: int) -> Iterator[PageItem]:
+        """The item, with the page's links, which are requested once it is decided."""
         html = response if isinstance(response, HtmlResponse) else response.replace(
             cls=HtmlResponse
         )  # a sniffed page, or XHTML

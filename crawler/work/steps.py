@@ -438,7 +438,8 @@ class StoreWork:
         where = captured.location
         entry = _entry(page.url, "kept", doc_id=prior.doc_id, cluster_id=prior.record.cluster_id,
                        reason="stored: fetched in full once it was decided again",
-                       status=page.status, page=f"{where.file}:{where.offset}")  # fmt: skip
+                       status=page.status, page=f"{where.file}:{where.offset}",
+                       refetched=True)  # fmt: skip
         entry.update(self._change_fields(prior, "unchanged", None))
         self.queue(entry)
         self.item_done()
@@ -670,7 +671,8 @@ class StoreWork:
         """The counters the stats and the command's summary show (``cpu``: this process's CPU
         seconds, reported by the worker process only)."""
         return {"tally": self.tally, "seconds": dict(self.seconds), "clean": self.clean,
-                "not_stored": self.not_stored_count, "cpu": None}  # fmt: skip
+                "not_stored": self.not_stored_count, "cpu": None,
+                "crawl_run": self.run}  # fmt: skip
 
     def close(self) -> None:
         """Close the log and the store. After a failure they may fail to close too (the disk
@@ -836,11 +838,13 @@ class StoreWork:
             self.spent("store", time.perf_counter() - started)
         queued, self._queued = self._queued, []
         for entry in queued:
+            if entry.get("refetched"):  # the body of a page decided (and counted) before
+                continue
             self.tally.decisions[entry["decision"]] += 1
-            if entry.get("change") and not entry.get("redecided"):
-                self.tally.changes[entry["change"]] += 1
             if entry.get("redecided"):
                 self.tally.changes["redecided"] += 1
+            elif entry.get("change"):
+                self.tally.changes[entry["change"]] += 1
             if entry["decision"] == "skipped":
                 self.tally.skipped[entry["reason"] or "unknown"] += 1
         if self.log is not None and queued:

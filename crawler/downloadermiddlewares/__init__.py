@@ -1,0 +1,1 @@
+"""Downloader middlewares of ours, one per module, as Scrapy's ``scrapy/downloadermiddlewares``."""

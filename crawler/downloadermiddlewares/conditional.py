@@ -1,0 +1,101 @@
+"""Conditional requests for a recrawl: each URL the store knows is asked for only if it changed.
+
+The store keeps, for every URL a crawl run decided, the validators of its last response that
+had any (:mod:`storage.history`). A later run sends them back as ``If-None-Match`` and
+``If-Modified-Since``, as Heritrix's FetchHTTP does by default, so that a server whose page did
+not change answers ``304 Not Modified`` without a body, and the crawl's dedup work keeps the
+page's decision and cluster (:mod:`crawler.work.recrawl`). The page's payload digest goes with
+the request (``request.meta["neardup_known_digest"]``), so that the spider need not
+canonicalise a body the store already has (a server without validators sends it again).
+
+No validators are sent for a page the store is waiting to fetch in full (kept by a
+re-decision, its body never stored), nor for a request that asks for the whole page
+(``request.meta["neardup_full_fetch"]``). The store is read in the crawl's own process,
+read-only, beside the worker that writes it; what it reads is the last committed state.
+
+Settings: ``NEARDUP_STORE`` (the store), ``NEARDUP_CONDITIONAL`` (True by default; False sends
+every request unconditionally).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+
+from crawler import settings as defaults
+from storage.errors import StoreError
+from storage.store import Store, url_key
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+
+    # typing.Self requires Python 3.11
+    from typing_extensions import Self
+
+__all__ = ["FULL_FETCH", "KNOWN_DIGEST", "ConditionalGetMiddleware"]
+
+logger = logging.getLogger(__name__)
+
+#: request.meta: fetch the whole page, whatever the store has of it
+FULL_FETCH = "neardup_full_fetch"
+#: request.meta: the payload digest of the URL's last body (storage.pages.payload_digest)
+KNOWN_DIGEST = "neardup_known_digest"
+
+
+class ConditionalGetMiddleware:
+    """Adds the store's validators of a URL to its request (module doc)."""
+
+    def __init__(self, store: str) -> None:
+        self.store_path = store
+        self._store: Store | None = None
+        self._absent = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        settings = crawler.settings
+        if not settings.getbool("NEARDUP_CONDITIONAL", defaults.NEARDUP_CONDITIONAL):
+            raise NotConfigured("NEARDUP_CONDITIONAL is False")
+        from scrapy.utils.project import data_path
+
+        middleware = cls(data_path(settings.get("NEARDUP_STORE", defaults.NEARDUP_STORE)))
+        crawler.signals.connect(middleware.close, signal=signals.spider_closed)
+        return middleware
+
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
+        if request.meta.get(FULL_FETCH) or request.method != "GET":
+            return
+        store = self._open()
+        if store is None:
+            return
+        try:
+            state = store.history.get(url_key(request.url))
+        except StoreError:
+            return
+        if state is None or state.awaiting_body:
+            return
+        for name, value in state.validators().items():
+            if name not in request.headers:
+                request.headers[name] = value
+        if state.payload_digest:
+            request.meta[KNOWN_DIGEST] = state.payload_digest
+
+    def _open(self) -> Store | None:
+        """The store, read-only, opened at the first request (after the crawl made it)."""
+        if self._store is None and not self._absent:
+            if not Store.exists(self.store_path):
+                return None  # not made yet: nothing to ask about
+            try:
+                self._store = Store.open(self.store_path, readonly=True)
+            except (StoreError, OSError) as exc:
+                logger.warning("neardup: no conditional requests: %s", exc)
+                self._absent = True
+        return self._store
+
+    def close(self, **_: Any) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            store.close()

@@ -30,8 +30,9 @@ HISTORY_DB = "history"
 _RUN_KEY = b"crawl_run"
 # number, finished, started, ended
 _RUN = struct.Struct(">IBdd")
-# version, run, doc id, status, fetched at, flags, capture file number, offset, length
-_STATE = struct.Struct(">BIQHdBIQQ")
+# version, run, doc id, status, fetched at, flags, capture file number, offset, length,
+# the duplicate run's cluster and count
+_STATE = struct.Struct(">BIQHdBIQQQH")
 _VERSION = 1
 _AWAITING_BODY = 1
 _CHUNK = 4096
@@ -79,6 +80,10 @@ class UrlState:
     capture: Capture | None = None
     #: kept by a re-decision whose body this run has not fetched in full yet
     awaiting_body: bool = False
+    #: the page's run of duplicates along its link path, (cluster, count), as its decision
+    #: left it (crawler.work.links): a resumed run follows its links as before, and a later
+    #: run, which requests the URL without the page that led to it, continues the run
+    duplicate_run: tuple[int, int] | None = None
 
     def validators(self) -> dict[str, str]:
         """The conditional request headers this state allows (none without validators)."""
@@ -90,12 +95,12 @@ class UrlState:
         return headers
 
     def to_bytes(self) -> bytes:
-        capture = self.capture
+        capture, run = self.capture, self.duplicate_run
         head = _STATE.pack(
             _VERSION, self.run, self.doc_id, self.status, self.fetched_at,
             _AWAITING_BODY if self.awaiting_body else 0,
             capture.file if capture else 0, capture.offset if capture else 0,
-            capture.length if capture else 0,
+            capture.length if capture else 0, run[0] if run else 0, min(run[1], 0xFFFF) if run else 0,
         )  # fmt: skip
         texts = (self.etag, self.last_modified, self.payload_digest,
                  capture.date if capture else None, capture.record_id if capture else None)
@@ -104,7 +109,7 @@ class UrlState:
     @classmethod
     def from_bytes(cls, data: bytes | memoryview) -> UrlState:
         buf = bytes(data)
-        version, run, doc_id, status, fetched_at, flags, file, offset, length = (
+        version, run, doc_id, status, fetched_at, flags, file, offset, length, cluster, count = (
             _STATE.unpack_from(buf)
         )
         if version != _VERSION:
@@ -118,7 +123,7 @@ class UrlState:
         if length:
             capture = Capture(file, offset, length, date or "", record_id or "")
         return cls(run, doc_id, status, fetched_at, etag, modified, digest, capture,
-                   bool(flags & _AWAITING_BODY))  # fmt: skip
+                   bool(flags & _AWAITING_BODY), (cluster, count) if count else None)  # fmt: skip
 
 
 def _text(value: str | None) -> bytes:

@@ -97,6 +97,7 @@ def state_after(
     digest: str | None,
     capture: Capture | None,
     awaiting_body: bool = False,
+    duplicate_run: tuple[int, int] | None = None,
 ) -> UrlState:
     """The URL's state once this run decided it. A 304 confirms the content the state had
     (its status, digest and capture carry forward); validators come from this response, or
@@ -110,7 +111,7 @@ def state_after(
         status, digest = prior.status, prior.payload_digest
         capture = capture or prior.capture
     return UrlState(run, doc_id, status, fetched_at, etag, modified, digest, capture,
-                    awaiting_body)  # fmt: skip
+                    awaiting_body, duplicate_run)  # fmt: skip
 
 
 def capture_of(captured: Captured) -> Capture:

@@ -210,6 +210,11 @@ class StoreWork:
             return self._store_awaited(page, prior)  # type: ignore[arg-type]
         if prior is not None and (prior.decided_in(self.run) or (awaiting and not has_body)):
             return self._already_decided(page, prior)
+        if page.run is None and prior is not None and prior.state is not None:
+            # requested without the page that led to it (a recrawl asks for every URL it
+            # knows): met again, a duplicate is one more of its cluster in a row, so that a
+            # trap's pages cannot start their runs afresh in every run
+            page.run = prior.state.duplicate_run
         if page.skip_reason:
             # the item's maker (our spider) counts neardup/skipped/<reason> for its own reasons
             return self._skip(page, page.skip_reason, page.skip_detail, count_reason=False,
@@ -240,7 +245,10 @@ class StoreWork:
         # re-derives them, and stops at a trap where the first crawl stopped
         record = prior.record
         copied = record.decision in DUPLICATE_DECISIONS
-        run = run_after(page.run, record.cluster_id if copied else None)
+        if page.run is None and prior.state is not None:  # as it was when this run decided it
+            run = prior.state.duplicate_run
+        else:
+            run = run_after(page.run, record.cluster_id if copied else None)
         return Outcome(
             drop="already_decided",
             message=f"already decided: {page.url} is document {prior.doc_id} of the store",
@@ -325,8 +333,10 @@ class StoreWork:
         )
         store.put_document(doc_id, record, made.sketch)
         digest = payload_digest(page.body)
+        run = run_after(page.run, assignment.cluster_id if kind != "kept" else None)
         state = self._remember(page, prior, doc_id, digest,
-                               capture_of(captured) if captured is not None else None)  # fmt: skip
+                               capture_of(captured) if captured is not None else None,
+                               run)  # fmt: skip
         if kind != "kept" and self.config.keep_text:
             # a dropped page reaches no WARC file: keep its text so the drop can be explained
             unit = self.config.sketch.unit
@@ -344,7 +354,6 @@ class StoreWork:
         similar = None if old is None else estimate(made.sketch, old.sketch).resemblance
         entry.update(self._change_fields(prior, change, similar))
         fetch = self._redecided(done.redecided, page.url, "changed")
-        run = run_after(page.run, assignment.cluster_id if kind != "kept" else None)
         follow = follows_links(run, self.config.duplicate_budget)
         if not follow and page.links:
             entry["links_not_followed"] = page.links  # the duplicate budget (crawler.work.links)
@@ -392,18 +401,19 @@ class StoreWork:
             status, headers = self._revisit_head(page, store.document(first))
             if digest is not None:
                 self._mirror(page, first, digest, status, headers)
-        self._remember(page, prior, prior.doc_id, body_digest, capture)
+        kind = record.decision
+        run = run_after(page.run, record.cluster_id if kind in DUPLICATE_DECISIONS else None)
+        self._remember(page, prior, prior.doc_id, body_digest, capture, run)
         entry = self._unchanged_entry(page, prior)
         self.queue(entry)
         self.item_done()
-        counts = ("neardup/decided", "neardup/change/unchanged")
-        kind = record.decision
+        counts = ("neardup/skipped" if kind == "skipped" else "neardup/decided",
+                  "neardup/change/unchanged")  # fmt: skip
         if kind == "kept":
             return Outcome(counts=(*counts, "neardup/kept"), stored_bytes=stored_bytes)
-        copied = record.cluster_id if kind in DUPLICATE_DECISIONS else None
-        run = run_after(page.run, copied)
         return Outcome(drop=kind, message=f"unchanged: {entry.get('reason') or kind}",
-                       level="INFO", counts=(*counts, f"neardup/{kind}"), run=run,
+                       level="INFO", counts=counts if kind == "skipped" else
+                       (*counts, f"neardup/{kind}"), run=run,
                        follow_links=follows_links(run, self.config.duplicate_budget))  # fmt: skip
 
     def _unchanged_entry(self, page: PageView, prior: Prior) -> dict[str, Any]:
@@ -411,7 +421,7 @@ class StoreWork:
         against its cluster's representative for a dropped one."""
         record = prior.record
         fields: dict[str, Any] = {"doc_id": prior.doc_id, "cluster_id": record.cluster_id,
-                                  "status": page.status}  # fmt: skip
+                                  "status": page.status, "reason": None}  # fmt: skip
         if record.decision in DUPLICATE_DECISIONS and record.cluster_id is not None:
             assert self.store is not None and self.clusterer is not None
             index = self.clusterer.index
@@ -516,13 +526,16 @@ class StoreWork:
         doc_id: int,
         digest: str | None,
         capture: Capture | None,
+        own_run: tuple[int, int] | None = None,
     ) -> UrlState:
-        """Write what this run saw of the page's URL (storage.history)."""
+        """Write what this run saw of the page's URL (storage.history), with its duplicate
+        run (crawler.work.links)."""
         assert self.store is not None
         state = state_after(
             prior.state if prior is not None else None, run=self.run, doc_id=doc_id,
             status=page.status, headers=page.headers,
             fetched_at=page.fetched_at or time.time(), digest=digest, capture=capture,
+            duplicate_run=own_run,
         )  # fmt: skip
         self.store.history.put(url_key(page.url), state)
         return state

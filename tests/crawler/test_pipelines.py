@@ -154,13 +154,17 @@ def test_drop_messages_name_the_match_and_the_resemblance(demo):
             )
 
 
-def test_a_repeated_crawl_decides_nothing_again(demo, tmp_path):
+def test_a_repeated_crawl_finds_every_page_unchanged_and_stores_nothing_again(demo, tmp_path):
     before = verify_store(demo["store"])
     again = crawl_demo(demo["base"], demo["store"], "run-2")
-    assert again.stats["neardup/already_decided"] == 31
-    assert again.stats["item_dropped_reasons_count/AlreadyDecided"] == 31
-    assert "neardup/decided" not in again.stats and not again.items
-    assert log_of(demo["store"], "run-2") == []
+    assert "neardup/already_decided" not in again.stats
+    assert again.stats["neardup/change/unchanged"] == 31
+    assert again.stats["neardup/decided"] == 28 and again.stats["neardup/skipped"] == 3
+    lines = log_of(demo["store"], "run-2")
+    assert len(lines) == 31 and {e["change"] for e in lines} == {"unchanged"}
+    # each page keeps its decision and its cluster
+    assert {e["url"]: (e["decision"], e["cluster_id"]) for e in lines} == {
+        e["url"]: (e["decision"], e["cluster_id"]) for e in demo["log"]}
     after = verify_store(demo["store"])
     assert after.ok and after.warc_records == before.warc_records == 21
     assert after.documents == before.documents

@@ -1,0 +1,280 @@
+"""The second crawl of a site is a recrawl: what the server sent, what changed, where each page's
+cluster went, and the WARC records each run wrote, against the truth of a site that changes
+(:mod:`tests.crawler.recrawl_site`). Real crawls by ``neardup crawl``, a real server that honours
+validators, the records read back with warcio, and the store replayed by pywb."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from crawler.demo.server import Exchange, serve
+from storage.log import read_log
+from storage.pages import IDENTICAL_PAYLOAD, SERVER_NOT_MODIFIED, payload_digest
+from storage.verify import verify_store
+from tests.crawler.recrawl_site import SitePage, recrawl_site, routes
+from tests.crawler.replay import raw, replay
+from tests.crawler.test_faults import ROOT, child_env
+
+#: one request at a time and a small batch: the order, and what a kill leaves, are the same
+#: from run to run
+OPTIONS = ["--set", "crawl.concurrency=1", "--set", "crawl.autothrottle=false",
+           "--set", "crawl.batch_size=2"]  # fmt: skip
+EMPTY = payload_digest(b"")
+PROFILES = {IDENTICAL_PAYLOAD: "identical-payload-digest", SERVER_NOT_MODIFIED: "server-not-modified"}
+
+
+def neardup(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "crawler.cli", *argv], check=False, cwd=ROOT,
+                          env=child_env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def warc_records(store: Path) -> list[dict[str, Any]]:
+    """Every record of the store's WARC files but warcinfo, in the order written."""
+    records = []
+    for path in sorted((store / "pages").glob("pages-*.warc.gz")):
+        with open(path, "rb") as fh:
+            for record in ArchiveIterator(fh):
+                if record.rec_type == "warcinfo":
+                    continue
+                header = record.rec_headers.get_header
+                records.append({
+                    "type": record.rec_type, "url": header("WARC-Target-URI"),
+                    "profile": PROFILES.get(header("WARC-Profile") or "", None),
+                    "refers_to": header("WARC-Refers-To-Target-URI"),
+                    "refers_to_date": header("WARC-Refers-To-Date"),
+                    "digest": header("WARC-Payload-Digest"),
+                    "status": record.http_headers.get_statuscode() if record.http_headers else None,
+                })  # fmt: skip
+    return records
+
+
+def last_lines(store: Path, crawl_run: int) -> dict[str, dict[str, Any]]:
+    """The last decision line of each URL in the store's crawl run ``crawl_run``."""
+    lines: dict[str, dict[str, Any]] = {}
+    for entry in read_log(store / "logs"):
+        if entry.get("crawl_run", 1) == crawl_run:
+            lines[entry["url"]] = entry
+    return lines
+
+
+class Site:
+    """The changing site on one fixed port, crawled into one store, run after run."""
+
+    def __init__(self, store: Path) -> None:
+        self.pages = recrawl_site()
+        self.store = store
+        self.port = _port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.runs: list[dict[str, Any]] = []
+
+    def crawl(self, version: int) -> dict[str, Any]:
+        exchanges: list[Exchange] = []
+        before = len(warc_records(self.store)) if self.store.exists() else 0
+        with serve(routes(self.pages, version), port=self.port, exchanges=exchanges):
+            proc = neardup("crawl", self.base + "/", "--store", str(self.store), "--json",
+                           *OPTIONS)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        summary = json.loads(proc.stdout)
+        run = {"summary": summary, "exchanges": exchanges,
+               "records": warc_records(self.store)[before:],
+               "lines": last_lines(self.store, summary["crawl_run"])}  # fmt: skip
+        self.runs.append(run)
+        return run
+
+    def url(self, page: SitePage | str) -> str:
+        return self.base + (page if isinstance(page, str) else page.path)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
+    """The site crawled three times: version 1, then version 2, then version 2 again."""
+    site = Site(tmp_path_factory.mktemp("recrawl") / "store")
+    for version in (1, 2, 2):
+        site.crawl(version)
+        report = verify_store(site.store)
+        assert report.ok, report.render()
+    return site
+
+
+def _check_second_run(site: Site, run: dict[str, Any], first: dict[str, Any]) -> None:
+    """Every URL's change, decision and cluster against the site's truth."""
+    lines = run["lines"]
+    first_clusters = {line["cluster_id"] for line in first["lines"].values()}
+    for page in site.pages:
+        expect, line = page.second, lines[site.url(page)]
+        where = f"{page.path}: {line}"
+        assert (line["change"], line["decision"]) == (expect.change, expect.decision), where
+        if expect.cluster is None:
+            assert line["cluster_id"] is None, where
+        elif expect.cluster == "same":
+            assert line["cluster_id"] == first["lines"][site.url(page)]["cluster_id"], where
+        elif expect.cluster == "new":
+            assert line["cluster_id"] not in first_clusters, where
+        else:
+            other = expect.cluster.removeprefix("of:")
+            assert line["cluster_id"] == lines[site.url(other)]["cluster_id"], where
+    index = lines[site.url("/")]  # its links changed, nothing else: the same cluster, kept
+    assert (index["change"], index["decision"]) == ("changed", "kept")
+    assert index["cluster_id"] == first["lines"][site.url("/")]["cluster_id"]
+
+
+def test_every_url_s_change_decision_and_cluster_after_the_site_changed(site):
+    first, second = site.runs[0], site.runs[1]
+    assert first["summary"]["crawl_run"] == 1 and second["summary"]["crawl_run"] == 2
+    assert {line["change"] for line in first["lines"].values()} == {"new"}
+    for page in site.pages:
+        if page.first != "absent":
+            assert first["lines"][site.url(page)]["decision"] == page.first, page.path
+    _check_second_run(site, second, first)
+    changes = second["summary"]["changes"]
+    assert changes["gone"] == 2 and changes["new"] == 2 and changes["redecided"] == 2
+    # the two orphans were decided again once, right after the page they duplicated
+    redecided = [e for e in read_log(site.store / "logs") if e.get("redecided")]
+    assert sorted(e["url"] for e in redecided) == sorted(
+        site.url(p) for p in ("/follower.html", "/near-becomes.html"))
+    assert all(e["reason"].startswith("re-decided: its kept page ") for e in redecided)
+    edited = second["lines"][site.url("/edited.html")]
+    assert 0.5 < edited["change_resemblance"] < 1  # a small edit: like what it was
+    assert second["lines"][site.url("/replaced.html")]["change_resemblance"] < 0.3
+
+
+def test_the_server_was_asked_with_the_validators_and_sent_bodies_only_where_needed(site):
+    second = site.runs[1]
+    by_path: dict[str, list[Exchange]] = {}
+    for exchange in second["exchanges"]:
+        by_path.setdefault(exchange.path, []).append(exchange)
+    for page in site.pages:
+        seen = by_path.get(page.path, [])
+        assert seen, page.path
+        expect = page.second
+        if expect.conditional is not None:
+            first = seen[0]
+            asked = first.if_none_match is not None or first.if_modified_since is not None
+            assert asked == expect.conditional, (page.path, first)
+        if page.v1 is not None and page.v1.etag and expect.conditional:
+            assert seen[0].if_none_match == page.v1.entity_tag(), page.path
+        bodies = [e for e in seen if e.status == 200 and e.body_bytes > 0]
+        if expect.full_body is True:
+            assert bodies, page.path
+        elif expect.full_body is False:
+            assert not bodies and seen[0].status == 304, (page.path, seen)
+        assert len(seen) <= 2, (page.path, seen)  # a 304, then the body of a page kept again
+    third = site.runs[2]
+    sent = sum(e.body_bytes for e in third["exchanges"])
+    assert sent < 0.2 * sum(e.body_bytes for e in site.runs[0]["exchanges"])
+
+
+def test_each_run_writes_responses_for_new_and_changed_kept_pages_and_revisits_for_the_rest(site):
+    second = site.runs[1]
+    records: dict[str, list[dict[str, Any]]] = {}
+    for record in second["records"]:
+        records.setdefault(record["url"], []).append(record)
+    for page in site.pages:
+        written = records.get(site.url(page), [])
+        kinds = [r["profile"] or r["type"] for r in written]
+        expected = [] if page.second.record is None else [page.second.record]
+        assert kinds == expected, (page.path, written)
+    for record in second["records"] + site.runs[0]["records"]:
+        if record["type"] == "revisit":
+            # resolvable by a replay tool: a target, a date, and never the empty body's digest
+            assert record["refers_to"] and record["refers_to_date"], record
+            assert record["digest"] != EMPTY and record["status"] == "200", record
+    mirror = records[site.url("/mirror/original.html")][0]
+    assert mirror["refers_to"] == site.url("/original.html")  # URL-agnostic: the original's
+    # the first crawl wrote the mirror's revisit too
+    assert [r["profile"] for r in site.runs[0]["records"] if r["type"] == "revisit"] == [
+        "identical-payload-digest"]
+
+
+def test_a_third_crawl_of_an_unchanged_site_writes_no_response_and_moves_nothing(site):
+    second, third = site.runs[1], site.runs[2]
+    assert [r for r in third["records"] if r["type"] == "response"] == []
+    assert {line["change"] for line in third["lines"].values()} == {"unchanged"}
+    assert {u: (e["decision"], e["cluster_id"]) for u, e in third["lines"].items()} == {
+        u: (e["decision"], e["cluster_id"]) for u, e in second["lines"].items()}
+
+
+def test_recluster_diff_after_a_recrawl_has_nothing_to_report(site):
+    proc = neardup("recluster", "--store", str(site.store), "--diff", "--json")
+    assert proc.returncode == 0, proc.stderr
+    diff = json.loads(proc.stdout)
+    assert diff["now_dropped"] == [] and diff["now_kept"] == []
+    assert diff["compared"] == sum(1 for p in site.pages if p.v2 is not None) + 1
+
+
+@pytest.mark.slow
+def test_pywb_replays_every_kept_and_mirrored_page_as_its_latest_bytes(site, tmp_path):
+    warcs = sorted((site.store / "pages").glob("pages-*.warc.gz"))
+    latest = site.runs[-1]["lines"]
+    table = routes(site.pages, 2)
+    replayed = 0
+    with replay(warcs, tmp_path) as base:
+        for url, line in sorted(latest.items()):
+            path = url.removeprefix(site.base)
+            mirrored = line["decision"] == "exact_duplicate" and any(
+                r["url"] == url for r in site.runs[-1]["records"])
+            if line["decision"] != "kept" and not mirrored:
+                continue
+            status, body = raw(base, url)
+            assert (status, body) == (200, table[path].body_bytes()), path
+            replayed += 1
+    assert replayed == 12 + 2  # the kept pages of the site's second version, and its mirrors
+
+
+def _kill_after(proc: subprocess.Popen[str], store: Path, decisions: int) -> None:
+    """SIGKILL the crawl once ``decisions`` lines of its run are in the log."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if len(list(_run_lines(store, 2))) >= decisions:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def _run_lines(store: Path, crawl_run: int) -> Iterator[dict[str, Any]]:
+    if (store / "logs").is_dir():
+        yield from (e for e in read_log(store / "logs") if e.get("crawl_run") == crawl_run)
+
+
+@pytest.mark.slow
+def test_a_recrawl_killed_mid_way_resumes_to_the_same_classification(tmp_path):
+    site = Site(tmp_path / "store")
+    site.crawl(1)
+    slow = {path: _slowed(route) for path, route in routes(site.pages, 2).items()}
+    with serve(slow, port=site.port):
+        command = [sys.executable, "-m", "crawler.cli", "crawl", site.base + "/", "--store",
+                   str(site.store), "--json", "--quiet", *OPTIONS]  # fmt: skip
+        proc = subprocess.Popen(command, cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+        _kill_after(proc, site.store, decisions=8)
+    assert 0 < len(list(_run_lines(site.store, 2))) < 19, "the kill came too late or too soon"
+    resumed = site.crawl(2)  # the same command, once the kill is over
+    assert resumed["summary"]["crawl_run"] == 2
+    assert resumed["summary"]["already_decided"] > 0  # what the killed run committed
+    resumed["lines"] = last_lines(site.store, 2)
+    _check_second_run(site, resumed, site.runs[0])
+    assert verify_store(site.store).ok
+
+
+def _slowed(route: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(route, delay=0.15)

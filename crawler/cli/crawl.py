@@ -210,6 +210,7 @@ class CrawlOutcome:
             "resumed": self.resumed,
             "seconds": round(self.seconds, 3),
             "responses": self.stats.get("response_received_count", 0),
+            "response_bytes": self.stats.get("downloader/response_bytes", 0),
             "decided": self.decided,
             "decisions": {k: self.decisions.get(k, 0) for k in _ORDER},
             "skipped": dict(sorted(self.skipped.items())),

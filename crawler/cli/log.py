@@ -22,6 +22,7 @@ from crawler.review.log import (
     latest_run,
     parse_since,
 )
+from crawler.review.stores import distinct
 from crawler.review.textdiff import truncate_middle, width_of
 from crawler.review.urls import common_origin, printed
 from storage.records import DECISIONS
@@ -118,19 +119,11 @@ def _names(values: list[str]) -> list[str]:
 
 
 def store_paths(args: argparse.Namespace) -> list[Path]:
-    """The ``--store`` directories (the configuration's store without one), each once; a
-    directory given twice is a UserError."""
-    given = args.store or [resolve_config(args).store]
-    paths: list[Path] = []
-    seen: dict[Path, str] = {}
-    for name in given:
-        path = Path(name)
-        real = path.resolve()
-        if real in seen:
-            raise UserError(f"--store {name} is given twice (as {seen[real]})")
-        seen[real] = name
-        paths.append(path)
-    return paths
+    """The ``--store`` directories (the configuration's store without one), each once."""
+    try:
+        return distinct(args.store or [resolve_config(args).store])
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def build_filter(args: argparse.Namespace, stores: list[Path]) -> LogFilter:

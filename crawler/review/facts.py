@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crawler.review.changes import ChangeTally, RunChanges
-from crawler.review.log import LoggedDecision, decisions
+from crawler.review.log import LoggedDecision, crawl_run_of, decisions
 from crawler.review.stores import open_stores
 from dedup.curves import matches_needed
 from dedup.index import ClusterInfo
@@ -359,6 +359,9 @@ def collect(
             listed = {(0, d) for c in clusters.largest for d in stores[0].index.members(c)}
             docs = _scan_documents(stores, lambda ref, r: ref in listed, max_dropped)
         log = _scan_log(stores, docs.shown)
+        if several:  # each store's first pages, and of those the crawl's first
+            docs.dropped = _first(docs.dropped, docs, log, max_dropped)
+            docs.skipped = _first(docs.skipped, docs, log, max_dropped)
         threshold, source, notes = _threshold(threshold, configured, log.thresholds)
         if not log.runs and docs.decisions:
             notes = ["the store has no dedup log: skip reasons and estimates are unknown", *notes]
@@ -497,7 +500,7 @@ class _Documents:
     last_time: float | None = None
     #: the records of the pages the report lists
     shown: dict[Ref, DocumentRecord] = field(default_factory=dict)
-    #: the first dropped and skipped pages, in the stores' order
+    #: the first dropped and skipped pages of each store, in its order
     dropped: list[Ref] = field(default_factory=list)
     skipped: list[Ref] = field(default_factory=list)
     dropped_total: int = 0
@@ -625,6 +628,18 @@ def _threshold(
     if found is not None:
         return found, "the dedup log", []
     return configured, "the configuration; the dedup log names none", []
+
+
+def _first(refs: list[Ref], docs: _Documents, log: _Log, limit: int) -> list[Ref]:
+    """The first ``limit`` of several stores' pages in the crawl's order (their log lines'
+    run and ``order``, then the time of their decision)."""
+
+    def key(ref: Ref) -> tuple[int, float, float]:
+        entry = log.entries.get(ref, {})
+        order = _int(entry.get("order"))
+        return (crawl_run_of(entry), math.inf if order is None else order, docs.shown[ref].time)
+
+    return sorted(refs, key=key)[:limit]
 
 
 def _members(docs: _Documents, largest: list[int]) -> dict[int, list[Ref]]:

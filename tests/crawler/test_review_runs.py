@@ -170,6 +170,7 @@ def test_a_bad_change_or_run_is_one_line(tmp_path, argv, message, capsys):
     assert out == "" and err.count("\n") == 1 and message in err, err
 
 
+@needs_run
 def test_nothing_in_a_run_is_said_in_one_line(recrawl, capsys):
     out = log(capsys, recrawl["store"], "--run", "7")
     assert out.strip() == (

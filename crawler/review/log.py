@@ -6,8 +6,8 @@ as written (:class:`LoggedDecision`), so a tool can pass the JSON Lines through 
 Everything here only reads: it works while a crawl writes.
 
 **Runs and changes.** A store is crawled in runs (1 for the first crawl, 2 for the recrawl after
-it, ...); each line names its run and what changed for its URL since the previous run
-(:data:`CHANGES`). A URL can have several lines in one run (decided, then re-decided because the
+it, ...); each line names its run (``crawl_run``) and what changed for its URL since the
+previous run (``change``: :data:`CHANGES`). A URL can have several lines in one run (decided, then re-decided because the
 kept page of its cluster changed): its last line in a run is its state at the end of that run.
 Lines written before runs were logged have neither field and read as run 1, change ``new``.
 
@@ -63,12 +63,13 @@ StoreLike = Union[Store, str, "os.PathLike[str]"]
 
 
 def crawl_run_of(entry: dict[str, Any]) -> int:
-    """The crawl run a log line belongs to: its ``run``, 1 for a line without one.
+    """The crawl run a log line belongs to: its ``crawl_run``, 1 for a line without one (a line
+    written before runs were logged).
 
-    >>> crawl_run_of({"run": 3}), crawl_run_of({}), crawl_run_of({"run": "20250102T030405Z-7"})
+    >>> crawl_run_of({"crawl_run": 3}), crawl_run_of({}), crawl_run_of({"crawl_run": None})
     (3, 1, 1)
     """
-    value = entry.get("run")
+    value = entry.get("crawl_run")
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     return 1

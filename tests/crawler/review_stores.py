@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
@@ -23,41 +22,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from crawler.review.log import LoggedDecision, decisions
 from dedup.canonical import document_tokens
 from dedup.document import DocumentSketch, Sketcher
 from dedup.estimators import estimate
 from dedup.html_text import charset_of
-from storage.log import DedupLog, read_log
 from storage.records import DocumentRecord
 from storage.store import Store
 from storage.texts import stored_text
-
-
-def _writer_logs_the_run() -> bool:
-    """Whether :class:`DedupLog` writes a line's crawl run (``run``) and the reader gives it
-    back."""
-    with tempfile.TemporaryDirectory() as directory:
-        try:
-            with DedupLog(directory, run_id="probe") as log:
-                log.write("http://a.test/", "kept", run=2)
-        except ValueError:
-            return False
-        return [entry.get("run") for entry in read_log(directory)] == [2]
-
-
-#: The recrawl logs each line's crawl run as ``run``, a key ``storage.log`` still reserves for
-#: the log id it adds on reading. Tests of run 2 fail for that reason alone until the writer
-#: takes it; then they run as any other (and a strict xfail that passed would say so).
-WRITES_RUN = _writer_logs_the_run()
-needs_run = pytest.mark.xfail(
-    not WRITES_RUN,
-    raises=ValueError,
-    strict=True,
-    reason="storage.log reserves the key 'run' (the crawl run the recrawl logs)",
-)
 
 
 # --- a second run --------------------------------------------------------------------------------
@@ -175,7 +147,7 @@ def second_run(
             for url, page in pages.items():
                 if url in redecided:
                     continue  # decided right after the kept page that changed
-                line = {**page.line, "run": run, "change": "unchanged",
+                line = {**page.line, "crawl_run": run, "change": "unchanged",
                         "previous_decision": page.record.decision,
                         "previous_cluster_id": page.record.cluster_id,
                         "change_resemblance": None}  # fmt: skip
@@ -210,7 +182,7 @@ def second_run(
                                                           made.content_hash, location), made.sketch)
                 written.lines.append({"url": url, "decision": "kept", "doc_id": doc_id,
                                       "cluster_id": next_cluster, "tokens": len(tokens),
-                                      "shingles": made.shingles, "run": run, "change": "new",
+                                      "shingles": made.shingles, "crawl_run": run, "change": "new",
                                       "previous_decision": None, "previous_cluster_id": None,
                                       "change_resemblance": None})  # fmt: skip
                 written.new.append(url)
@@ -248,7 +220,7 @@ def _redecided(
 ) -> list[dict[str, Any]]:
     """A duplicate of a kept page that changed away: first unchanged (as it is), then decided
     again from its stored sketch and text, kept in a cluster of its own."""
-    unchanged = {**member.line, "run": run, "change": "unchanged",
+    unchanged = {**member.line, "crawl_run": run, "change": "unchanged",
                  "previous_decision": member.record.decision,
                  "previous_cluster_id": member.record.cluster_id,
                  "change_resemblance": None}  # fmt: skip

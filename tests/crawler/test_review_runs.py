@@ -21,7 +21,7 @@ import pytest
 from crawler.cli import main
 from crawler.review.facts import collect
 from crawler.review.log import CHANGES
-from tests.crawler.review_stores import needs_run, second_run
+from tests.crawler.review_stores import second_run
 from tests.crawler.test_explain_command import neardup
 from tests.crawler.test_log_command import neardup as neardup_bytes
 
@@ -88,7 +88,6 @@ def table(out: str) -> list[dict[str, str]]:
 # --- neardup log ---------------------------------------------------------------------------------
 
 
-@needs_run
 def test_change_filters_the_pages_that_changed(recrawl, capsys):
     base, run = recrawl["base"], recrawl["run"]
     out = log(capsys, recrawl["store"], "--change", "changed")
@@ -107,7 +106,6 @@ def test_change_filters_the_pages_that_changed(recrawl, capsys):
     ]  # fmt: skip
 
 
-@needs_run
 def test_run_picks_one_run_and_last_is_the_latest(recrawl, capsys):
     store, base, run = recrawl["store"], recrawl["base"], recrawl["run"]
     second = table(log(capsys, store, "--run", "2"))
@@ -127,7 +125,6 @@ def test_run_picks_one_run_and_last_is_the_latest(recrawl, capsys):
     assert [r["run"] for r in both] == ["1"] * len(table(before)) + ["2"] * len(second)
 
 
-@needs_run
 def test_the_summary_counts_the_changes(recrawl, capsys):
     run = recrawl["run"]
     out = log(capsys, recrawl["store"], "--run", "2")
@@ -139,7 +136,6 @@ def test_the_summary_counts_the_changes(recrawl, capsys):
     assert counts["re-decided"] == 1 and counts["changed"] == 3 and counts["gone"] == 1
 
 
-@needs_run
 def test_json_passes_the_lines_of_the_run_through(recrawl):
     logs = sorted((Path(recrawl["store"]) / "logs").glob("*.jsonl"))
     raw = logs[-1].read_bytes()
@@ -170,7 +166,6 @@ def test_a_bad_change_or_run_is_one_line(tmp_path, argv, message, capsys):
     assert out == "" and err.count("\n") == 1 and message in err, err
 
 
-@needs_run
 def test_nothing_in_a_run_is_said_in_one_line(recrawl, capsys):
     out = log(capsys, recrawl["store"], "--run", "7")
     assert out.strip() == (
@@ -182,7 +177,6 @@ def test_nothing_in_a_run_is_said_in_one_line(recrawl, capsys):
 # --- neardup report ------------------------------------------------------------------------------
 
 
-@needs_run
 def test_the_report_counts_each_url_by_its_last_line_of_the_latest_run(recrawl):
     run, last, base = recrawl["run"], recrawl["last"], recrawl["base"]
     data = collect(recrawl["store"], threshold=0.9)
@@ -206,7 +200,6 @@ def test_the_report_counts_each_url_by_its_last_line_of_the_latest_run(recrawl):
     assert any("earlier decision(s)" in note for note in data.notes)
 
 
-@needs_run
 def test_the_report_page_shows_what_changed(recrawl, tmp_path):
     run, base = recrawl["run"], recrawl["base"]
     out = tmp_path / "report.html"
@@ -244,7 +237,6 @@ def test_the_report_page_shows_what_changed(recrawl, tmp_path):
     assert len(page.ids) == len(set(page.ids))
 
 
-@needs_run
 def test_report_json_is_the_collected_facts(recrawl, capsys):
     assert main(["report", "--store", recrawl["store"], "--json", "-q"]) == 0
     facts = json.loads(capsys.readouterr().out)
@@ -277,7 +269,6 @@ def explain(capsys, store: str, what: str, *argv: str) -> str:
     return capsys.readouterr().out
 
 
-@needs_run
 def test_explain_says_what_changed_and_what_the_page_was(recrawl, capsys):
     store, base, last = recrawl["store"], recrawl["base"], recrawl["last"]
     line = last[base + MOSSOP]
@@ -302,7 +293,6 @@ def test_explain_says_what_changed_and_what_the_page_was(recrawl, capsys):
     assert "  change        new in run 2" in out and "previously" not in out
 
 
-@needs_run
 def test_explain_json_has_the_history(recrawl, capsys):
     store, base, last = recrawl["store"], recrawl["base"], recrawl["last"]
     found = json.loads(explain(capsys, store, NEWS, "--json"))

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 from crawler.cli.common import UserError, add_config_arguments, resolve_config
-from crawler.review.explain import Explanation, RunDecision, UnknownURL, explain
+from crawler.review.changes import RunState
+from crawler.review.explain import Explanation, UnknownURL, explain
 from crawler.review.textdiff import side_by_side, truncate_middle, use_colour, width_of
 from crawler.cli.log import store_paths
 from crawler.review.stores import open_stores
@@ -238,7 +239,7 @@ def _runs(e: Explanation) -> list[str]:
     return lines
 
 
-def _run_cell(h: RunDecision) -> str:
+def _run_cell(h: RunState) -> str:
     """One run in the ``runs`` line: ``2: kept (changed, cluster 4)``."""
     said = [h.change] if h.change != "new" or h.run > 1 else []
     if h.redecided:

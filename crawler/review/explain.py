@@ -36,7 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crawler.review.log import change_of, crawl_run_of, logged_lines
+from crawler.review.changes import RunState, run_states
+from crawler.review.log import LoggedDecision, crawl_run_of, logged_lines
 from crawler.review.textdiff import Passage, differences
 from dedup.canonical import document_tokens
 from dedup.document import Sketcher, content_hash
@@ -54,7 +55,6 @@ __all__ = [
     "Explanation",
     "Member",
     "PageFacts",
-    "RunDecision",
     "UnknownURL",
     "explain",
 ]
@@ -213,60 +213,6 @@ class ClusterFacts:
 
 
 @dataclass(frozen=True)
-class RunDecision:
-    """A URL's state at the end of one crawl run: what its last line of that run says."""
-
-    run: int
-    decision: str
-    #: what changed since the run before (``new`` in a first crawl)
-    change: str
-    cluster_id: int | None
-    time: float | None
-    #: decided again in that run because the kept page of its cluster changed or is gone
-    redecided: bool = False
-    reason: str | None = None
-    #: the resemblance of that run's content to the content of the run before (changed pages)
-    change_resemblance: float | None = None
-    node: str | None = None
-
-    @classmethod
-    def of(cls, entry: dict[str, Any]) -> RunDecision:
-        def number(key: str) -> float | None:
-            value = entry.get(key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                return None
-            return float(value)
-
-        cluster = entry.get("cluster_id")
-        reason, node = entry.get("reason"), entry.get("node")
-        return cls(
-            run=crawl_run_of(entry),
-            decision=str(entry.get("decision") or ""),
-            change=change_of(entry),
-            cluster_id=cluster if isinstance(cluster, int) and not isinstance(cluster, bool)
-            else None,
-            time=number("time"),
-            redecided=entry.get("redecided") is True,
-            reason=reason if isinstance(reason, str) else None,
-            change_resemblance=number("change_resemblance"),
-            node=node if isinstance(node, str) else None,
-        )  # fmt: skip
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run": self.run,
-            "decision": self.decision,
-            "change": self.change,
-            "cluster_id": self.cluster_id,
-            "time": self.time,
-            "redecided": self.redecided,
-            "reason": self.reason,
-            "change_resemblance": self.change_resemblance,
-            "node": self.node,
-        }
-
-
-@dataclass(frozen=True)
 class Explanation:
     """Why one page got its decision; :meth:`to_dict` is the ``--json`` form.
 
@@ -288,7 +234,7 @@ class Explanation:
     notes: tuple[str, ...] = ()
     #: which part of each page was compared (the store's content area)
     area: ContentArea = ContentArea()
-    history: tuple[RunDecision, ...] = ()
+    history: tuple[RunState, ...] = ()
     store: str | None = None
     #: the store that holds the original, when it is another than the page's
     original_store: str | None = None
@@ -299,23 +245,32 @@ class Explanation:
 
     @property
     def reason(self) -> str | None:
-        return None if self.log is None else self.log.get("reason")
+        """Why it has its decision: its line's reason (of the line of its run that gave it the
+        decision, should a later one only confirm it)."""
+        latest = self.latest
+        return None if latest is None else latest.reason
 
     @property
-    def latest(self) -> RunDecision | None:
-        """The page's state in the run its line is of (None without a log line)."""
-        return None if self.log is None else RunDecision.of(self.log)
+    def latest(self) -> RunState | None:
+        """The URL's state at the end of the run its line is of: from all its lines of that
+        run when the history was read, else from its line alone (None without a line)."""
+        if self.log is None:
+            return None
+        run = crawl_run_of(self.log)
+        if self.history and self.history[-1].run == run:
+            return self.history[-1]
+        return RunState.of(LoggedDecision("", "", self.log))
 
     @property
     def previous_decision(self) -> str | None:
-        """The URL's decision at the end of the run before (from its line), if it had one."""
-        value = None if self.log is None else self.log.get("previous_decision")
-        return value if isinstance(value, str) else None
+        """The URL's decision at the end of the run before, if it had one."""
+        latest = self.latest
+        return None if latest is None else latest.previous_decision
 
     @property
     def previous_cluster_id(self) -> int | None:
-        value = None if self.log is None else self.log.get("previous_cluster_id")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        latest = self.latest
+        return None if latest is None else latest.previous_cluster_id
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -331,7 +286,7 @@ class Explanation:
             "parameters": self.params.to_dict(),
             "canonical": self.area.to_dict(),
             "run": None if self.log is None else crawl_run_of(self.log),
-            "change": None if self.log is None else change_of(self.log),
+            "change": None if self.latest is None else self.latest.change,
             "previous_decision": self.previous_decision,
             "previous_cluster_id": self.previous_cluster_id,
             "history": [h.to_dict() for h in self.history],
@@ -374,7 +329,7 @@ def explain(
             "of it with crawler.review.urls.resolve)"
         )
     notes: list[str] = []
-    history: tuple[RunDecision, ...] = ()
+    history: tuple[RunState, ...] = ()
     if log is READ_LOG:
         log, history = _log_lines(store, url, doc_id)
     dropped = record.decision in DROPPED
@@ -410,7 +365,7 @@ def explain(
 
 def _log_lines(
     store: Store, url: str, doc_id: int
-) -> tuple[dict[str, Any] | None, tuple[RunDecision, ...]]:
+) -> tuple[dict[str, Any] | None, tuple[RunState, ...]]:
     """The page's dedup-log line (the last one for its document, should a run repeat it), and
     the URL's state at the end of each run (its last line in each).
 
@@ -419,17 +374,15 @@ def _log_lines(
     """
     needle = json.dumps(url, ensure_ascii=False)
     found: dict[str, Any] | None = None
-    by_run: dict[int, dict[str, Any]] = {}
+    mine = []
     for logged in logged_lines(store):
-        if needle not in logged.line:
+        if needle not in logged.line or logged.entry.get("url") != url:
             continue
-        entry = logged.entry
-        if entry.get("url") != url:
-            continue
-        by_run[crawl_run_of(entry)] = entry
-        if entry.get("doc_id") in (doc_id, None):
-            found = entry
-    return found, tuple(RunDecision.of(by_run[run]) for run in sorted(by_run))
+        mine.append(logged)
+        if logged.entry.get("doc_id") in (doc_id, None):
+            found = logged.entry
+    states = run_states(mine)
+    return found, tuple(states[run] for run in sorted(states))
 
 
 def _facts(

@@ -219,7 +219,7 @@ def _redecided(
     store: Store, member: Page, kept: Page, run: int, cluster: int
 ) -> list[dict[str, Any]]:
     """A duplicate of a kept page that changed away: first unchanged (as it is), then decided
-    again from its stored sketch and text, kept in a cluster of its own."""
+    again from its stored sketch and text, kept in a cluster of its own, then fetched in full."""
     unchanged = {**member.line, "crawl_run": run, "change": "unchanged",
                  "previous_decision": member.record.decision,
                  "previous_cluster_id": member.record.cluster_id,
@@ -237,7 +237,12 @@ def _redecided(
              "reason": f"re-decided: its kept page {kept.url} changed"}  # fmt: skip
     for key in ("matches", "sample_size"):
         again.pop(key, None)
-    return [unchanged, again]
+    # kept again, its body is fetched in full: a third line, whose previous state is the
+    # re-decision's, as the crawl writes it
+    fetched = {**again, "redecided": None, "refetched": True,
+               "reason": "stored: fetched in full once it was decided again",
+               "previous_decision": "kept", "previous_cluster_id": cluster}  # fmt: skip
+    return [unchanged, again, fetched]
 
 
 def _copied(store: Store, page: Page, original: Page, line: dict[str, Any]) -> dict[str, Any]:

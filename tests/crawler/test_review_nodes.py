@@ -178,22 +178,22 @@ def test_report_json_over_the_nodes(nodes, capsys):
 
 
 def test_explain_finds_the_page_and_its_original_on_any_node(nodes, capsys):
-    # a page of node 2 dropped for a page of node 1
+    # a page dropped for a page of the other node
     line = next(e for e in nodes["lines"] if e["decision"] in ("exact_duplicate", "near_duplicate")
-                and node_of(e["url"]) == 1 and node_of(e["duplicate_of"]) == 0)  # fmt: skip
+                and node_of(e["url"]) != node_of(e["duplicate_of"]))  # fmt: skip
+    own, other = (nodes["stores"][node_of(url)] for url in (line["url"], line["duplicate_of"]))
     assert main(["explain", line["url"], *nodes["argv"], "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
     with Store.open(nodes["whole"], readonly=True) as whole:
         alone = explain(whole, line["url"]).to_dict()
-    assert found["store"] == str(nodes["stores"][1])
-    assert found["original_store"] == str(nodes["stores"][0])
+    assert (found["store"], found["original_store"]) == (str(own), str(other))
     assert found["duplicate_of"]["url"] == alone["duplicate_of"]["url"] == line["duplicate_of"]
     assert found["comparison"] == alone["comparison"]
-    assert found["log"]["node"] == "2/2"
+    assert found["log"]["node"] == f"{node_of(line['url']) + 1}/2"
     assert main(["explain", line["url"], *nodes["argv"], "--no-text", "--width", "200"]) == 0
     out = capsys.readouterr().out
-    assert f"  store         {nodes['stores'][1]}\n" in out
-    assert f"in store {nodes['stores'][0]}" in out and ", node 2/2" in out
+    assert f"  store         {own}\n" in out
+    assert f"in store {other}" in out and f", node {node_of(line['url']) + 1}/2" in out
 
 
 def test_explain_a_kept_page_lists_its_cluster_across_the_nodes(nodes, capsys):

@@ -49,8 +49,8 @@ def recrawl(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     proc = neardup("demo", "--store", str(store), "--json", "--quiet")
     assert proc.returncode == 0, proc.stderr[-3000:]
     base = json.loads(proc.stdout)["site"]
-    first = neardup("log", "--store", str(store), "--width", "200")
-    assert first.returncode == 0
+    before = neardup("log", "--store", str(store), "--width", "200")
+    assert before.returncode == 0
     run = second_run(
         store,
         changed={base + MOSSOP: 0.9, base + ABOUT: 0.15},
@@ -58,11 +58,13 @@ def recrawl(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         gone=[base + BOOTS],
         new={base + NEW: NEW_PAGE},
     )
+    first: dict[str, dict[str, Any]] = {}
     last: dict[str, dict[str, Any]] = {}
     for line in run.lines:
-        last[line["url"]] = line  # a URL's last line in the run is its state
-    return {"store": str(store), "base": base, "run": run, "last": last,
-            "first_table": first.stdout}  # fmt: skip
+        first.setdefault(line["url"], line)  # what the URL was in run 1
+        last[line["url"]] = line  # what it is at the end of run 2
+    return {"store": str(store), "base": base, "run": run, "first": first, "last": last,
+            "first_table": before.stdout}  # fmt: skip
 
 
 def log(capsys, store: str, *argv: str) -> str:
@@ -114,8 +116,8 @@ def test_run_picks_one_run_and_last_is_the_latest(recrawl, capsys):
     assert "run" not in second[0]  # one run: no run column
     # the page decided again says so, after its first line of the run
     copy = [r for r in second if r["URL"] == MOSSOP_COPY]
-    assert [r["change"] for r in copy] == ["unchanged", "re-decided"]
-    assert [r["decision"] for r in copy] == ["near dup", "kept"]
+    assert [r["change"] for r in copy] == ["unchanged", "re-decided", "unchanged"]
+    assert [r["decision"] for r in copy] == ["near dup", "kept", "kept"]
     # run 1 is the table as it was before the recrawl: no change column, row for row
     before = recrawl["first_table"]
     assert table(log(capsys, store, "--run", "1")) == table(before)
@@ -185,9 +187,10 @@ def test_the_report_counts_each_url_by_its_last_line_of_the_latest_run(recrawl):
     assert data.crawl_runs == [1, 2]
     assert ch.counts == {c: sum(line["change"] == c for line in last.values()) for c in CHANGES}
     assert ch.urls == len(last) and ch.redecided == len(run.redecided) == 1
+    before = {url: line["previous_cluster_id"] for url, line in recrawl["first"].items()}
     moved = [url for url, line in last.items()
-             if None not in (line["cluster_id"], line["previous_cluster_id"])
-             and line["cluster_id"] != line["previous_cluster_id"]]  # fmt: skip
+             if None not in (line["cluster_id"], before[url])
+             and line["cluster_id"] != before[url]]  # fmt: skip
     assert [p.url for p in ch.moved] == moved
     assert set(moved) == {base + MOSSOP_COPY, base + NEWS} and ch.moved_total == 2
     assert [(p.url, p.change_resemblance) for p in ch.changed_most] == sorted(
@@ -280,10 +283,12 @@ def test_explain_says_what_changed_and_what_the_page_was(recrawl, capsys):
     cluster = line["cluster_id"]
     assert f"  runs          1: kept (cluster {cluster}); 2: kept (changed, cluster {cluster})" in out
 
-    copy = last[base + MOSSOP_COPY]
+    copy, was = last[base + MOSSOP_COPY], recrawl["first"][base + MOSSOP_COPY]
     out = explain(capsys, store, MOSSOP_COPY)
     assert "  change        unchanged since run 1; decided again, for the kept page" in out
-    assert (f"  previously    run 1: near_duplicate, cluster {copy['previous_cluster_id']} "
+    # what it was in run 1, though its last line (the full fetch) names the re-decision
+    assert copy["previous_decision"] == "kept"
+    assert (f"  previously    run 1: near_duplicate, cluster {was['previous_cluster_id']} "
             f"(now {copy['cluster_id']})") in out  # fmt: skip
     assert f"re-decided: its kept page {base + MOSSOP} changed" in out
 

@@ -334,7 +334,8 @@ def render(
 
     Columns beyond today's appear when the rows need them: ``run`` when they span several
     crawl runs, ``node`` when they name nodes (or come from several ``stores``: their
-    directories), ``change`` when they say what changed since the previous run.
+    directories), ``change`` when some are of a recrawl (run 2 or later: in a first crawl
+    every page is new).
     """
     origin = _common_origin(rows)
     fmt, day = _time_format(rows)
@@ -351,7 +352,7 @@ def render(
         _Column("duplicate of", [_second_column(r.entry, origin) for r in rows], "url"),
         _Column("res.", [_resemblance(r.entry) for r in rows], "right", width=4),
     ]  # fmt: skip
-    changes = any("change" in r.entry for r in rows)
+    changes = any(r.run > 1 for r in rows)  # a first crawl's pages are all new: said once
     if changes:
         columns.append(_Column("change", [_change(r) for r in rows], width=_CHANGE_WIDTH))
     # fixed columns as wide as their widest cell (or their set width); the URLs share the rest

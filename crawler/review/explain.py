@@ -38,6 +38,7 @@ from typing import Any
 
 from crawler.review.changes import RunState, run_states
 from crawler.review.log import LoggedDecision, crawl_run_of, logged_lines
+from crawler.review.stores import current_documents
 from crawler.review.textdiff import Passage, differences
 from dedup.canonical import document_tokens
 from dedup.document import Sketcher, content_hash
@@ -593,8 +594,8 @@ def _cluster_across(
     own = store.sketch(doc_id)
     found: list[tuple[Store, int, DocumentRecord]] = []
     for holder in (store, *elsewhere):
-        for member_id, member in holder.documents():
-            if member.cluster_id == cluster_id and holder.find_url(member.url) == member_id:
+        for member_id, member in current_documents(holder):
+            if member.cluster_id == cluster_id:
                 found.append((holder, member_id, member))
     if not found:
         return None

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.review.changes import ChangeTally, RunChanges
 from crawler.review.log import LoggedDecision, crawl_run_of, decisions
-from crawler.review.stores import open_stores
+from crawler.review.stores import current_documents, open_stores
 from dedup.curves import matches_needed
 from dedup.index import ClusterInfo
 from dedup.params import ContentArea
@@ -476,9 +476,9 @@ def _scan_document_clusters(stores: Sequence[Store], top: int) -> _Clusters:
     each cluster id's size, and whether its members share one canonical text."""
     seen: dict[int, list[Any]] = {}  # cluster id -> [size, first doc, content hash, identical]
     for store in stores:
-        for doc_id, record in store.documents():
+        for doc_id, record in current_documents(store):
             cluster = record.cluster_id
-            if cluster is None or store.find_url(record.url) != doc_id:
+            if cluster is None:
                 continue
             info = seen.get(cluster)
             if info is None:
@@ -518,10 +518,7 @@ def _scan_documents(
     found = _Documents()
     for number, store in enumerate(stores):
         found.per_store.append(0)
-        for doc_id, record in store.documents():
-            if store.find_url(record.url) != doc_id:
-                found.retired += 1
-                continue
+        for doc_id, record in current_documents(store):
             found.per_store[number] += 1
             ref = (number, doc_id)
             found.decisions[record.decision] += 1
@@ -539,6 +536,7 @@ def _scan_documents(
                 show = True
             if show:
                 found.shown[ref] = record
+        found.retired += store.stats()["documents"] - found.per_store[number]
     return found
 
 

@@ -385,3 +385,21 @@ class _Page(HTMLParser):
             self._heading.append(data)
         if self._cell is not None:
             self._cell.append(data)
+
+
+@pytest.mark.parametrize(
+    ("command", "needles"),
+    [
+        ("log", ("--change", "--run", "last", "re-decided", "--store node1 --store node2")),
+        ("report", ("--json", "What changed since the previous run", "--store node1",
+                    "--top-changed")),
+        ("explain", ("what changed since the", "Several --store", "--store node1")),
+    ],
+)
+def test_help_teaches_runs_and_nodes(command, needles, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for needle in needles:
+        assert needle in out, needle

@@ -9,9 +9,9 @@ its state at the end of it (:class:`RunState`), and that is what :class:`ChangeT
 lists, and what ``neardup explain`` shows for each run.
 
 :class:`ChangeTally` is fed the lines in the crawl's order (:func:`crawler.review.log.decisions`)
-and keeps the state of each URL of the latest run seen, a few fields each; :meth:`~ChangeTally.result`
-adds them up into :class:`RunChanges`: the counts, the pages that moved cluster, and the pages
-whose content changed most.
+and keeps the state of each URL of the latest run seen, a few fields each;
+:meth:`~ChangeTally.result` adds them up into :class:`RunChanges`: the counts, the pages that
+moved cluster, and the pages whose content changed most.
 """
 
 from __future__ import annotations

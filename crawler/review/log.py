@@ -7,8 +7,9 @@ Everything here only reads: it works while a crawl writes.
 
 **Runs and changes.** A store is crawled in runs (1 for the first crawl, 2 for the recrawl after
 it, ...); each line names its run (``crawl_run``) and what changed for its URL since the
-previous run (``change``: :data:`CHANGES`). A URL can have several lines in one run (decided, then re-decided because the
-kept page of its cluster changed): its last line in a run is its state at the end of that run.
+previous run (``change``: :data:`CHANGES`). A URL can have several lines in one run (decided,
+then re-decided because the kept page of its cluster changed): together they are its state at
+the end of that run (:class:`crawler.review.changes.RunState`; its decision is its last line's).
 Lines written before runs were logged have neither field and read as run 1, change ``new``.
 
 **Several stores.** Each node of a distributed crawl keeps its own store, and each line names

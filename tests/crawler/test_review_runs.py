@@ -102,7 +102,8 @@ def test_change_filters_the_pages_that_changed(recrawl, capsys):
     assert [(r["URL"], r["decision"], r["duplicate of"]) for r in gone] == [
         (BOOTS, "skipped", "(http_404)")
     ]
-    assert table(log(capsys, recrawl["store"], "-c", "gone,changed", "-c", "new", "--run", "2")) == [
+    some = log(capsys, recrawl["store"], "-c", "gone,changed", "-c", "new", "--run", "2")
+    assert table(some) == [
         r for r in table(log(capsys, recrawl["store"], "--run", "2"))
         if r["change"].split()[0] in ("gone", "changed", "new")
     ]  # fmt: skip
@@ -153,7 +154,7 @@ def test_json_passes_the_lines_of_the_run_through(recrawl):
     [
         (["--change", "modified"], "--change: unknown change 'modified' (known: new, unchanged"),
         (["--run", "0"], "--run: a crawl run is a number from 1"),
-        (["--run", "second"], "--run: a crawl run is a number from 1 (1 the first crawl) or 'last'"),
+        (["--run", "second"], "a crawl run is a number from 1 (1 the first crawl) or 'last'"),
         (["--store", "{store}", "--store", "{store}/"], "is given twice"),
     ],
 )
@@ -281,7 +282,8 @@ def test_explain_says_what_changed_and_what_the_page_was(recrawl, capsys):
             f"{line['change_resemblance']:.2f} to its previous content") in out  # fmt: skip
     assert f"  previously    run 1: kept, cluster {line['previous_cluster_id']}\n" in out
     cluster = line["cluster_id"]
-    assert f"  runs          1: kept (cluster {cluster}); 2: kept (changed, cluster {cluster})" in out
+    runs = f"  runs          1: kept (cluster {cluster}); 2: kept (changed, cluster {cluster})"
+    assert runs in out
 
     copy, was = last[base + MOSSOP_COPY], recrawl["first"][base + MOSSOP_COPY]
     out = explain(capsys, store, MOSSOP_COPY)

@@ -12,11 +12,13 @@ import time
 from pathlib import Path
 
 from crawler.cli.common import UserError, add_config_arguments, resolve_config
+from crawler.review.changes import RunState
 from crawler.review.explain import Explanation, UnknownURL, explain
 from crawler.review.textdiff import side_by_side, truncate_middle, use_colour, width_of
+from crawler.cli.log import store_paths
+from crawler.review.stores import open_stores
 from crawler.review.urls import origin, printed, resolve
 from storage.errors import StoreError
-from storage.store import Store
 
 HELP = "why a page was dropped or kept: the page it duplicated, the numbers, the texts"
 DESCRIPTION = """\
@@ -38,6 +40,13 @@ around each difference; --full shows everything.
 
 For a kept page: its cluster, and every page dropped into it with its estimated resemblance.
 
+For a page crawled again (a recrawl: run 2, 3, ... of the store): what changed since the
+previous run (new, unchanged, changed with the resemblance to its previous content, gone), the
+decision and cluster it had at the end of that run, and its decision in each run.
+
+Several --store are the nodes of one distributed crawl: the page is found in whichever store
+holds it, its original (and a kept page's cluster) in any of them.
+
 The canonical text of a dropped page is in the store only when the crawl kept it
 (review.keep_text, on by default); without it the estimates are still shown. A kept page's
 text is made again from its stored page. Works while a crawl is writing to the store.
@@ -48,6 +57,7 @@ examples:
   neardup explain mossop --store demo                              a unique part of the URL
   neardup explain https://example.org/print/page.html --full --color never | less
   neardup explain https://example.org/ --json | jq .comparison.exact
+  neardup explain /walks/wenlow-tarn.html --store node1 --store node2     the nodes of a crawl
 """
 
 
@@ -57,8 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the page: its full URL, its path as neardup log prints it, or a unique part of it",
     )  # fmt: skip
     parser.add_argument(
-        "--store", metavar="DIR", help="store directory (default: 'store' in the config file)"
-    )
+        "--store", metavar="DIR", action="append",
+        help="store directory (default: 'store' in the config file); repeat it for the nodes "
+        "of one distributed crawl",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--context", "-C", metavar="N", type=int, default=12,
@@ -84,29 +96,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    path = Path(args.store or resolve_config(args).store)
+    paths = store_paths(args)
     if args.context < 0:
         raise UserError(f"--context must be 0 or more; got {args.context}")
     try:
-        with Store.open(path, readonly=True) as store:
+        with open_stores(paths) as stores:
             try:
-                found = explain(store, resolve(store, args.url).url)
+                found = resolve(stores, args.url)
+                assert found.store is not None
+                others = [s for s in stores if s is not found.store]
+                explained = explain(found.store, found.url, elsewhere=others)
             except UnknownURL as exc:
                 raise UserError(str(exc)) from None
     except StoreError as exc:
         raise UserError(str(exc)) from None
     if args.json:
-        print(json.dumps(found.to_dict(), indent=2, ensure_ascii=False))
+        print(json.dumps(explained.to_dict(), indent=2, ensure_ascii=False))
         return 0
     width = max(args.width or shutil.get_terminal_size((80, 24)).columns, 40)
     print(
         render(
-            found,
+            explained,
             width=width,
             colour=use_colour(sys.stdout, args.color),
             context=None if args.full else args.context,
             texts=not args.no_text,
-            store=str(path),
+            store=" --store ".join(map(str, paths)),
         )
     )
     return 0
@@ -135,29 +150,39 @@ def render(
     """The human form of an explanation."""
     page = e.page
     log = e.log or {}
-    decided = _when(page.time) + (f", run {log['run']}" if log.get("run") else "")
+    latest = e.latest
+    decided = _when(page.time)
+    if latest is not None:
+        decided += f", run {latest.run}" + (f", node {latest.node}" if latest.node else "")
     lines = [page.url]
+    if e.store is not None:
+        lines.append(f"  store         {e.store}")
     if page.decision == "skipped":
         detail = log.get("detail")
         what = f"skipped ({log.get('reason') or 'reason not logged'})"
         lines += [
             f"  decision      {what}{': ' + detail if detail else ''}",
             f"  decided       {decided}",
+            *_runs(e),
             "  A skipped page is not compared with anything.",
         ]
     elif e.dropped:
         lines.append(f"  decision      {page.decision} (dropped)")
         if e.reason:
             lines.append(f"  why           {e.reason}")
-        lines.append(f"  decided       {decided}")
+        lines += [f"  decided       {decided}", *_runs(e)]
         if e.original is not None:
-            lines.append(f"  duplicate of  {e.original.url} ({e.original.decision})")
+            elsewhere = f" in store {e.original_store}" if e.original_store else ""
+            lines.append(
+                f"  duplicate of  {e.original.url} ({e.original.decision}){elsewhere}"
+            )
         lines += _comparison(e)
     else:
         stored = f": stored at {page.page}" if page.page else ": not in the page store"
         lines += [f"  decision      {page.decision}{stored}", f"  decided       {decided}"]
         if e.reason:
             lines.append(f"  note          {e.reason}")
+        lines += _runs(e)
         lines += _cluster(e, width, store)
     lines += [f"note: {n}" for n in e.notes]
     c = e.comparison
@@ -181,6 +206,47 @@ def render(
             )
             lines += _fit(_legend(colour, context).splitlines(), width)
     return "\n".join(lines)
+
+
+def _runs(e: Explanation) -> list[str]:
+    """For a page of a recrawl (run 2 or later): what changed since the previous run, what it
+    was then, and its decision in each run it was decided in."""
+    latest = e.latest
+    if latest is None or latest.run < 2:
+        return []
+    before = latest.run - 1
+    change = {
+        "new": f"new in run {latest.run} (the store did not know it)",
+        "unchanged": f"unchanged since run {before}",
+        "changed": f"changed since run {before}",
+        "gone": f"gone since run {before} (no page now)",
+    }.get(latest.change, latest.change)
+    if latest.change == "changed" and latest.change_resemblance is not None:
+        change += f": resemblance {latest.change_resemblance:.2f} to its previous content"
+    if latest.redecided:
+        change += "; decided again, for the kept page of its cluster"
+    lines = [f"  change        {change}"]
+    if e.previous_decision is not None:
+        was = e.previous_decision
+        cluster = e.previous_cluster_id
+        if cluster is not None:
+            now = e.page.cluster_id
+            moved = f" (now {now})" if now is not None and now != cluster else ""
+            was += f", cluster {cluster}{moved}"
+        lines.append(f"  previously    run {before}: {was}")
+    if len(e.history) > 1:
+        lines.append("  runs          " + "; ".join(_run_cell(h) for h in e.history))
+    return lines
+
+
+def _run_cell(h: RunState) -> str:
+    """One run in the ``runs`` line: ``2: kept (changed, cluster 4)``."""
+    said = [h.change] if h.change != "new" or h.run > 1 else []
+    if h.redecided:
+        said.append("re-decided")
+    if h.cluster_id is not None:
+        said.append(f"cluster {h.cluster_id}")
+    return f"{h.run}: {h.decision}" + (f" ({', '.join(said)})" if said else "")
 
 
 _LABELLED = re.compile(r"^  [a-z][a-z ]{11}  \S")
@@ -275,8 +341,11 @@ def _cluster(e: Explanation, width: int, store: str) -> list[str]:
     pages = f"{cluster.size} page{'s' if cluster.size != 1 else ''}"
     same = " with identical text" if cluster.identical and cluster.size > 1 else ""
     out = [f"  cluster       {cluster.cluster_id}: {pages}{same}"]
-    if cluster.first_doc != e.page.doc_id and cluster.first_url:
-        out.append(f"  first page    {cluster.first_url}")
+    if (cluster.first_store is not None or cluster.first_doc != e.page.doc_id) and (
+        cluster.first_url
+    ):
+        elsewhere = f" (store {cluster.first_store})" if cluster.first_store else ""
+        out.append(f"  first page    {cluster.first_url}{elsewhere}")
     if not dropped:
         out.append("  No page has been dropped into its cluster.")
         return out

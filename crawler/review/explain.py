@@ -17,6 +17,14 @@ the store's ``texts`` database (``review.keep_text``, cut at ``review.max_text_b
 predates it) the explanation says so and still gives the estimates, which need only the
 sketches.
 
+**Runs.** A URL crawled again is decided in each run; :attr:`Explanation.history` is its state
+at the end of each run (its last line there), and the page's own line says what changed since
+the previous run, with the decision and cluster it had then.
+
+**The nodes of a distributed crawl** each keep a store, and a page can duplicate a page of
+another node: ``explain(store, url, elsewhere=others)`` looks for the original (and, for a kept
+page, the members of its cluster, whose ids are the whole crawl's) in the other stores too.
+
 Everything here only reads: open the store read-only and it works while a crawl writes.
 """
 
@@ -24,10 +32,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crawler.review.log import logged_lines
+from crawler.review.changes import RunState, run_states
+from crawler.review.log import LoggedDecision, crawl_run_of, logged_lines
+from crawler.review.stores import current_documents
 from crawler.review.textdiff import Passage, differences
 from dedup.canonical import document_tokens
 from dedup.document import Sketcher, content_hash
@@ -159,6 +170,8 @@ class Member:
     resemblance: float | None
     matches: int | None
     sample_size: int | None
+    #: the store that holds it, when it is another node's than the page explained
+    store: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -169,6 +182,7 @@ class Member:
             "resemblance": self.resemblance,
             "matches": self.matches,
             "sample_size": self.sample_size,
+            "store": self.store,
         }
 
 
@@ -184,6 +198,8 @@ class ClusterFacts:
     first_url: str | None
     #: every member but the explained page, in decision order
     members: tuple[Member, ...]
+    #: the store that holds the first page, when it is another node's than the page explained
+    first_store: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -192,6 +208,7 @@ class ClusterFacts:
             "identical": self.identical,
             "first_doc": self.first_doc,
             "first_url": self.first_url,
+            "first_store": self.first_store,
             "members": [m.to_dict() for m in self.members],
         }
 
@@ -204,7 +221,9 @@ class Explanation:
     duplicated (B) and ``comparison`` compares the two. ``cluster`` is the page's cluster (for
     a kept page: the pages dropped into it). ``log`` is the page's dedup-log line, if the log
     has it (``reason`` and ``duplicate_of`` come from there). ``notes`` are one-line caveats
-    (a text not kept, a text cut, an original found without the log, ...).
+    (a text not kept, a text cut, an original found without the log, ...). ``history`` is the
+    URL's state at the end of each crawl run that decided it, oldest first (the last is the
+    page's own line); ``store`` the store that holds it, when several were searched.
     """
 
     page: PageFacts
@@ -216,6 +235,10 @@ class Explanation:
     notes: tuple[str, ...] = ()
     #: which part of each page was compared (the store's content area)
     area: ContentArea = ContentArea()
+    history: tuple[RunState, ...] = ()
+    store: str | None = None
+    #: the store that holds the original, when it is another than the page's
+    original_store: str | None = None
 
     @property
     def dropped(self) -> bool:
@@ -223,7 +246,32 @@ class Explanation:
 
     @property
     def reason(self) -> str | None:
-        return None if self.log is None else self.log.get("reason")
+        """Why it has its decision: its line's reason (of the line of its run that gave it the
+        decision, should a later one only confirm it)."""
+        latest = self.latest
+        return None if latest is None else latest.reason
+
+    @property
+    def latest(self) -> RunState | None:
+        """The URL's state at the end of the run its line is of: from all its lines of that
+        run when the history was read, else from its line alone (None without a line)."""
+        if self.log is None:
+            return None
+        run = crawl_run_of(self.log)
+        if self.history and self.history[-1].run == run:
+            return self.history[-1]
+        return RunState.of(LoggedDecision("", "", self.log))
+
+    @property
+    def previous_decision(self) -> str | None:
+        """The URL's decision at the end of the run before, if it had one."""
+        latest = self.latest
+        return None if latest is None else latest.previous_decision
+
+    @property
+    def previous_cluster_id(self) -> int | None:
+        latest = self.latest
+        return None if latest is None else latest.previous_cluster_id
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -238,6 +286,13 @@ class Explanation:
             "notes": list(self.notes),
             "parameters": self.params.to_dict(),
             "canonical": self.area.to_dict(),
+            "run": None if self.log is None else crawl_run_of(self.log),
+            "change": None if self.latest is None else self.latest.change,
+            "previous_decision": self.previous_decision,
+            "previous_cluster_id": self.previous_cluster_id,
+            "history": [h.to_dict() for h in self.history],
+            "store": self.store,
+            "original_store": self.original_store,
         }
 
 
@@ -245,13 +300,26 @@ class Explanation:
 READ_LOG: Any = object()
 
 
-def explain(store: Store, url: str, *, log: dict[str, Any] | None = READ_LOG) -> Explanation:
+def explain(
+    store: Store,
+    url: str,
+    *,
+    log: dict[str, Any] | None = READ_LOG,
+    elsewhere: Sequence[Store] = (),
+    cluster: bool = True,
+) -> Explanation:
     """Explain the decision the store holds for ``url`` (exactly this string).
 
     Raises :class:`UnknownURL` when the store has no decision for it. Reads the index, the
     page store and the dedup logs; writes nothing. A caller that explains many pages (the
     report) has read the logs once already and passes each page's ``log`` line (or None),
-    instead of a scan of every log per page.
+    instead of a scan of every log per page; the URL's ``history`` comes from that scan, so it
+    is left empty then.
+
+    ``elsewhere`` are the other stores of the crawl (the other nodes): the original of a
+    dropped page is looked for there too, and a kept page's cluster, when its own index does
+    not hold it, is gathered from the documents of every store (a scan of them all;
+    ``cluster=False`` leaves the cluster out, for a caller that lists clusters itself).
     """
     doc_id = store.find_url(url)
     record = store.document(doc_id) if doc_id is not None else None
@@ -262,19 +330,23 @@ def explain(store: Store, url: str, *, log: dict[str, Any] | None = READ_LOG) ->
             "of it with crawler.review.urls.resolve)"
         )
     notes: list[str] = []
+    history: tuple[RunState, ...] = ()
     if log is READ_LOG:
-        log = _log_line(store, url, doc_id)
+        log, history = _log_lines(store, url, doc_id)
     dropped = record.decision in DROPPED
     page = _facts(store, doc_id, record, notes, "this page", with_text=dropped)
     original = comparison = None
+    original_store: Store | None = None
     if dropped:
-        original_id = _original(store, record, doc_id, log, notes)
-        original_record = store.document(original_id) if original_id is not None else None
-        if original_id is not None and original_record is not None:
-            original = _facts(store, original_id, original_record, notes, "the original")
-            comparison = _compare(store, page, original, notes)
+        found = _original(store, record, doc_id, log, notes, elsewhere)
+        original_record = found[0].document(found[1]) if found is not None else None
+        if found is not None and original_record is not None:
+            original_store, original_id = found
+            original = _facts(original_store, original_id, original_record, notes, "the original")
+            comparison = _compare(store, page, original_store, original, notes)
         else:
             notes.append("the page it duplicated could not be found in the store")
+    several = bool(elsewhere)
     return Explanation(
         page=page,
         params=store.params,
@@ -282,26 +354,36 @@ def explain(store: Store, url: str, *, log: dict[str, Any] | None = READ_LOG) ->
         log=log,
         original=original,
         comparison=comparison,
-        cluster=_cluster(store, doc_id, record),
+        cluster=_cluster(store, doc_id, record, elsewhere) if cluster else None,
         notes=tuple(notes),
+        history=history,
+        store=str(store.path) if several else None,
+        original_store=str(original_store.path)
+        if original_store is not None and original_store is not store
+        else None,
     )
 
 
-def _log_line(store: Store, url: str, doc_id: int) -> dict[str, Any] | None:
-    """The page's dedup-log line (the last one for its document, should a run repeat it).
+def _log_lines(
+    store: Store, url: str, doc_id: int
+) -> tuple[dict[str, Any] | None, tuple[RunState, ...]]:
+    """The page's dedup-log line (the last one for its document, should a run repeat it), and
+    the URL's state at the end of each run (its last line in each).
 
     Lines are decoded only when they contain the URL as JSON writes it, so a long log costs
     one substring test per line.
     """
     needle = json.dumps(url, ensure_ascii=False)
     found: dict[str, Any] | None = None
+    mine = []
     for logged in logged_lines(store):
-        if needle not in logged.line:
+        if needle not in logged.line or logged.entry.get("url") != url:
             continue
-        entry = logged.entry
-        if entry.get("url") == url and entry.get("doc_id") in (doc_id, None):
-            found = entry
-    return found
+        mine.append(logged)
+        if logged.entry.get("doc_id") in (doc_id, None):
+            found = logged.entry
+    states = run_states(mine)
+    return found, tuple(states[run] for run in sorted(states))
 
 
 def _facts(
@@ -383,20 +465,23 @@ def _original(
     doc_id: int,
     log: dict[str, Any] | None,
     notes: list[str],
-) -> int | None:
-    """The page a dropped page duplicated: the log's ``duplicate_of``; without it, the first
-    page with the same text (exact duplicates) or the cluster's first page."""
+    elsewhere: Sequence[Store] = (),
+) -> tuple[Store, int] | None:
+    """The page a dropped page duplicated, and the store that holds it: the log's
+    ``duplicate_of`` (in this store, else in the others); without it, the first page with the
+    same text (exact duplicates) or the cluster's first page."""
     named = log.get("duplicate_of") if log is not None else None
     if isinstance(named, str):
-        found = store.find_url(named)
-        if found is not None:
-            return found
+        for holder in (store, *elsewhere):
+            found = holder.find_url(named)
+            if found is not None:
+                return holder, found
     if record.decision == "exact_duplicate" and record.content_hash is not None:
         exact = store.index.find_exact(record.content_hash)
         if exact is not None and exact[0] != doc_id:
             notes.append("the dedup log has no line for this page: the original is the first "
                          "page with the same canonical text")  # fmt: skip
-            return exact[0]
+            return store, exact[0]
     if record.cluster_id is not None:
         try:
             first = store.index.cluster(record.cluster_id).first_doc
@@ -405,7 +490,7 @@ def _original(
         if first != doc_id:
             notes.append("the dedup log has no line for this page: the original shown is its "
                          "cluster's first page")  # fmt: skip
-            return first
+            return store, first
     return None
 
 
@@ -413,8 +498,10 @@ def _number(value: float) -> float | None:
     return None if math.isnan(value) else float(value)
 
 
-def _compare(store: Store, a: PageFacts, b: PageFacts, notes: list[str]) -> Comparison:
-    sketch_a, sketch_b = store.sketch(a.doc_id), store.sketch(b.doc_id)
+def _compare(
+    store: Store, a: PageFacts, b_store: Store, b: PageFacts, notes: list[str]
+) -> Comparison:
+    sketch_a, sketch_b = store.sketch(a.doc_id), b_store.sketch(b.doc_id)
     est: dict[str, Any] = dict.fromkeys(
         ("resemblance", "a_in_b", "b_in_a", "matches", "sample_size")
     )
@@ -455,30 +542,28 @@ def _compare(store: Store, a: PageFacts, b: PageFacts, notes: list[str]) -> Comp
     )
 
 
-def _cluster(store: Store, doc_id: int, record: DocumentRecord) -> ClusterFacts | None:
-    """The page's cluster, each other member with its estimated resemblance to the page."""
+def _cluster(
+    store: Store, doc_id: int, record: DocumentRecord, elsewhere: Sequence[Store] = ()
+) -> ClusterFacts | None:
+    """The page's cluster, each other member with its estimated resemblance to the page: from
+    the store's index; for a store whose index does not hold it (a node of a distributed crawl,
+    whose index is shared), from the documents of every store."""
     if record.cluster_id is None:
         return None
     try:
         info = store.index.cluster(record.cluster_id)
     except KeyError:
-        return None
+        if not elsewhere:
+            return None
+        return _cluster_across(store, doc_id, record.cluster_id, elsewhere)
     own = store.sketch(doc_id)
     members = []
     for member_id in store.index.members(record.cluster_id):
         if member_id == doc_id:
             continue
         member = store.document(member_id)
-        if member is None:
-            continue
-        sketch = store.sketch(member_id)
-        r = matches = size = None
-        if own is not None and sketch is not None:
-            e = estimate(sketch, own)
-            r, matches, size = _number(e.resemblance), e.matches, e.sample_size
-        members.append(
-            Member(member.url, member_id, member.decision, member.time, r, matches, size)
-        )
+        if member is not None:
+            members.append(_member(store, member_id, member, own))
     first = store.document(info.first_doc)
     return ClusterFacts(
         cluster_id=info.cluster_id,
@@ -487,4 +572,47 @@ def _cluster(store: Store, doc_id: int, record: DocumentRecord) -> ClusterFacts 
         first_doc=info.first_doc,
         first_url=None if first is None else first.url,
         members=tuple(members),
+    )
+
+
+def _member(
+    store: Store, member_id: int, member: DocumentRecord, own: Any, named: str | None = None
+) -> Member:
+    sketch = store.sketch(member_id)
+    r = matches = size = None
+    if own is not None and sketch is not None:
+        e = estimate(sketch, own)
+        r, matches, size = _number(e.resemblance), e.matches, e.sample_size
+    return Member(member.url, member_id, member.decision, member.time, r, matches, size, named)
+
+
+def _cluster_across(
+    store: Store, doc_id: int, cluster_id: int, elsewhere: Sequence[Store]
+) -> ClusterFacts | None:
+    """A cluster of the whole crawl, from the current documents of every store that hold its
+    id. Its first page is its kept one (the earliest decided, without one)."""
+    own = store.sketch(doc_id)
+    found: list[tuple[Store, int, DocumentRecord]] = []
+    for holder in (store, *elsewhere):
+        for member_id, member in current_documents(holder):
+            if member.cluster_id == cluster_id:
+                found.append((holder, member_id, member))
+    if not found:
+        return None
+    found.sort(key=lambda m: (m[2].decision != "kept", m[2].time))
+    first_store, first_id, first = found[0]
+    hashes = {m.content_hash for _, _, m in found}
+    members = [
+        _member(holder, member_id, member, own, None if holder is store else str(holder.path))
+        for holder, member_id, member in sorted(found, key=lambda m: m[2].time)
+        if not (holder is store and member_id == doc_id)
+    ]
+    return ClusterFacts(
+        cluster_id=cluster_id,
+        size=len(found),
+        identical=len(hashes) == 1 and None not in hashes,
+        first_doc=first_id,
+        first_url=first.url,
+        members=tuple(members),
+        first_store=None if first_store is store else str(first_store.path),
     )

@@ -3,10 +3,12 @@
 What it shows, top to bottom: a header (the store, the sketch parameters and threshold, the
 crawl's time span); a summary table modelled on the paper's experiment (pages fetched, kept,
 exact and near duplicates, skipped by reason; clusters, clusters of identical pages only, mixed
-clusters); three plots (cluster sizes, the estimated resemblance of dropped pages with the
-threshold marked, and the S-curve of the sketch size and threshold with the observed drops on
-it); the largest clusters with their URLs; and, for each dropped page, what ``neardup explain``
-says about it.
+clusters); after a recrawl, what changed since the previous run (URLs new, unchanged, changed,
+gone and decided again; the pages that moved cluster; the pages whose content changed most);
+three plots (cluster sizes, the estimated resemblance of dropped pages with the threshold
+marked, and the S-curve of the sketch size and threshold with the observed drops on it); the
+largest clusters with their URLs; and, for each dropped page, what ``neardup explain`` says
+about it. Over the stores of several nodes, the header lists them and each page says its node.
 
 Collecting and rendering are apart: :func:`crawler.review.facts.collect` reads the store into
 plain dataclasses (the per-page facts are ``explain``'s own), and :func:`render` fills the

@@ -15,6 +15,9 @@ URL; :func:`resolve` turns it into the one URL the store holds, in this order:
    and ends as the pieces around the ``…`` do;
 4. **a part of a URL**: the URLs that contain it, case-blind, as ``log --url-contains`` matches.
 
+Given the stores of a distributed crawl's nodes (a URL belongs to one node), each step looks in
+every store, and the answer names the store that holds the page.
+
 Steps 2 to 4 read every URL of the store once (:meth:`~storage.store.Store.urls`: a million
 URLs is a fraction of a second), and only when the exact lookup failed. One match is the
 answer; several raise :class:`AmbiguousURL`, whose message lists the first few; none raises
@@ -25,8 +28,8 @@ store is small enough to compare them all.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from crawler.review.explain import UnknownURL
@@ -67,11 +70,12 @@ class AmbiguousURL(UnknownURL):
 class Resolved:
     """The URL a user meant, the document the store holds for it, and how it was found:
     ``url`` (exactly), ``path`` (as log prints it), ``cut`` (a cell log cut with …), ``start``
-    (the start of a path) or ``part`` (a part of the URL)."""
+    (the start of a path) or ``part`` (a part of the URL); and the store that holds it."""
 
     url: str
     doc_id: int
     how: str
+    store: Store | None = field(default=None, compare=False, repr=False)
 
 
 def origin(url: str) -> str | None:
@@ -112,30 +116,45 @@ def printed(url: str, host: str | None = None) -> str:
     return url
 
 
-def resolve(store: Store, text: str) -> Resolved:
-    """The one URL of ``store`` that ``text`` names (see the module's docstring for how).
+def resolve(stores: Store | Sequence[Store], text: str) -> Resolved:
+    """The one URL of ``stores`` (a store, or the stores of one crawl's nodes) that ``text``
+    names (see the module's docstring for how).
 
     Raises :class:`AmbiguousURL` when several URLs match and
     :class:`~crawler.review.explain.UnknownURL` when none does; both messages are one line.
     """
+    listed = [stores] if isinstance(stores, Store) else list(stores)
     if not text.strip():
         raise UnknownURL("give a URL, the path neardup log prints, or a part of a URL")
-    doc_id = store.find_url(text)
-    if doc_id is not None:
-        return Resolved(text, doc_id, "url")
+    for store in listed:
+        doc_id = store.find_url(text)
+        if doc_id is not None:
+            return Resolved(text, doc_id, "url", store)
     scan = _Scan(text)
-    for _, url in store.urls():
-        scan.add(url)
+    for number, store in enumerate(listed):
+        for _, url in store.urls():
+            scan.add(url, number)
     for how in ("path", "cut", "start", "part"):
         found: _Matches = getattr(scan, how)
         if found.count == 1:
-            url = next(iter(found.urls))
-            doc_id = store.find_url(url)
+            url, number = next(iter(found.urls.items()))
+            doc_id = listed[number].find_url(url)
             if doc_id is not None:  # None only if the URL vanished since (it never does)
-                return Resolved(url, doc_id, how)
+                return Resolved(url, doc_id, how, listed[number])
         if found.count > 1:
-            raise _ambiguous(text, how, tuple(found.urls), found.count, store)
-    raise UnknownURL(_unknown(text, scan, store))
+            raise _ambiguous(text, how, tuple(found.urls), found.count, listed)
+    raise UnknownURL(_unknown(text, scan, listed))
+
+
+def _where(stores: Sequence[Store]) -> str:
+    """``store DIR``, or ``stores DIR, DIR`` for several."""
+    if len(stores) == 1:
+        return f"store {stores[0].path}"
+    return "stores " + ", ".join(str(s.path) for s in stores)
+
+
+def _store_flags(stores: Sequence[Store]) -> str:
+    return " ".join(f"--store {s.path}" for s in stores)
 
 
 class _Matches:
@@ -143,13 +162,14 @@ class _Matches:
 
     def __init__(self) -> None:
         self.count = 0
-        self.urls: dict[str, None] = {}  # a dict keeps them in store order
+        #: URL → the number of the store that holds it, in store order
+        self.urls: dict[str, int] = {}
 
-    def add(self, url: str) -> None:
+    def add(self, url: str, store: int = 0) -> None:
         if url not in self.urls:  # a URL decided twice counts once (among the first thousand)
             self.count += 1
             if len(self.urls) < _KEPT:
-                self.urls[url] = None
+                self.urls[url] = store
 
 
 class _Scan:
@@ -164,26 +184,26 @@ class _Scan:
         #: every URL while the store is small enough to suggest from; None past that
         self.seen: dict[str, None] | None = {}
 
-    def add(self, url: str) -> None:
+    def add(self, url: str, store: int = 0) -> None:
         text = self.text
         # each test begins with a cheap string test, so most URLs are never split
         if text == "/":  # every path begins so; the host's own page is http://a.test(/)
             if "://" in url:
-                self.start.add(url)
+                self.start.add(url, store)
                 slashes = url.count("/")
                 if slashes == 2 or (slashes == 3 and url.endswith("/")):
-                    self.path.add(url)
+                    self.path.add(url, store)
         elif self.is_path and text in url:
             cell = printed(url, origin(url))
             if cell == text:
-                self.path.add(url)
+                self.path.add(url, store)
             if cell.startswith(text):
-                self.start.add(url)
+                self.start.add(url, store)
         if self.pieces is not None and url.endswith(self.pieces[-1]):
             if _fits(printed(url, origin(url)) if self.is_path else url, self.pieces):
-                self.cut.add(url)
+                self.cut.add(url, store)
         if self.folded in url.casefold():
-            self.part.add(url)
+            self.part.add(url, store)
         if self.seen is not None:
             self.seen[url] = None
             if len(self.seen) > _SUGGEST_AMONG:
@@ -217,7 +237,7 @@ def _listed(urls: tuple[str, ...], count: int) -> str:
 
 
 def _ambiguous(
-    text: str, how: str, urls: tuple[str, ...], count: int, store: Store
+    text: str, how: str, urls: tuple[str, ...], count: int, stores: Sequence[Store]
 ) -> AmbiguousURL:
     what = {
         "path": f"the path {text} is on {count:,} hosts",
@@ -226,14 +246,14 @@ def _ambiguous(
         "part": f"{text!r} is part of {count:,} URLs",
     }[how]
     return AmbiguousURL(
-        f"{what} in store {store.path}: {_listed(urls, count)}; give the whole URL, or more of it",
+        f"{what} in {_where(stores)}: {_listed(urls, count)}; give the whole URL, or more of it",
         urls,
         count,
     )
 
 
-def _unknown(text: str, scan: _Scan, store: Store) -> str:
-    message = f"no page in store {store.path} matches {text!r}"
+def _unknown(text: str, scan: _Scan, stores: Sequence[Store]) -> str:
+    message = f"no page in {_where(stores)} matches {text!r}"
     if scan.seen:
         # a path (or a URL on a host the store lacks) is compared with the paths
         host = origin(text)
@@ -244,8 +264,10 @@ def _unknown(text: str, scan: _Scan, store: Store) -> str:
         if close:
             return f"{message}; did you mean: {', '.join(forms[c] for c in close)}"
     if not scan.seen and scan.seen is not None:
-        return f"{message}: the store holds no pages yet"
+        return f"{message}: the store holds no pages yet" if len(stores) == 1 else (
+            f"{message}: the stores hold no pages yet"
+        )
     return (
         f"{message} (as a URL, a path, or a part of a URL); "
-        f"list its pages with: neardup log --store {store.path}"
+        f"list its pages with: neardup log {_store_flags(stores)}"
     )

@@ -75,7 +75,7 @@ def test_decisions_are_the_log_lines_parsed_and_verbatim(demo):
     found = list(decisions(demo["store"]))
     lines = demo["log"].read_text(encoding="utf-8").splitlines()
     assert [d.line for d in found] == lines
-    assert [d.entry["run"] for d in found] == [demo["log"].stem] * len(lines)
+    assert [d.log_id for d in found] == [demo["log"].stem] * len(lines)
     assert [d.url for d in found] == [json.loads(line)["url"] for line in lines]
     assert {_path(d.url, demo["base"]) for d in found} == set(TRUTH) - {"/robots.txt"}
     # an open store works as well as its directory

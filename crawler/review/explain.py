@@ -38,7 +38,6 @@ from typing import Any
 
 from crawler.review.changes import RunState, run_states
 from crawler.review.log import LoggedDecision, crawl_run_of, logged_lines
-from crawler.review.stores import current_documents
 from crawler.review.textdiff import Passage, differences
 from dedup.canonical import document_tokens
 from dedup.document import Sketcher, content_hash
@@ -594,7 +593,7 @@ def _cluster_across(
     own = store.sketch(doc_id)
     found: list[tuple[Store, int, DocumentRecord]] = []
     for holder in (store, *elsewhere):
-        for member_id, member in current_documents(holder):
+        for member_id, member in holder.current_documents():
             if member.cluster_id == cluster_id:
                 found.append((holder, member_id, member))
     if not found:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.review.changes import ChangeTally, RunChanges
 from crawler.review.log import LoggedDecision, crawl_run_of, decisions
-from crawler.review.stores import current_documents, open_stores
+from crawler.review.stores import open_stores
 from dedup.curves import matches_needed
 from dedup.index import ClusterInfo
 from dedup.params import ContentArea
@@ -476,7 +476,7 @@ def _scan_document_clusters(stores: Sequence[Store], top: int) -> _Clusters:
     each cluster id's size, and whether its members share one canonical text."""
     seen: dict[int, list[Any]] = {}  # cluster id -> [size, first doc, content hash, identical]
     for store in stores:
-        for doc_id, record in current_documents(store):
+        for doc_id, record in store.current_documents():
             cluster = record.cluster_id
             if cluster is None:
                 continue
@@ -518,7 +518,7 @@ def _scan_documents(
     found = _Documents()
     for number, store in enumerate(stores):
         found.per_store.append(0)
-        for doc_id, record in current_documents(store):
+        for doc_id, record in store.current_documents():
             found.per_store[number] += 1
             ref = (number, doc_id)
             found.decisions[record.decision] += 1

@@ -14,10 +14,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from storage.errors import StoreMismatchError
-from storage.records import DocumentRecord
 from storage.store import Store
 
-__all__ = ["current_documents", "distinct", "open_stores"]
+__all__ = ["distinct", "open_stores"]
 
 
 def distinct(names: Iterable[str | os.PathLike[str]]) -> list[Path]:
@@ -61,12 +60,3 @@ def _check_alike(stores: Sequence[Store]) -> None:
                     f"stores {first.path} and {other.path} were made with different parameters "
                     f"({key}={wanted.get(key)} and {have}): they are not the nodes of one crawl"
                 )
-
-
-def current_documents(store: Store) -> Iterator[tuple[int, DocumentRecord]]:
-    """The documents that are their URL's current one (the one the store's URL table names), in
-    id order: a URL decided again (a recrawl's changed page, a page re-decided for its kept
-    page) has a new document, and its earlier ones stay as history, which a review leaves out."""
-    for doc_id, record in store.documents():
-        if store.find_url(record.url) == doc_id:
-            yield doc_id, record

@@ -450,7 +450,9 @@ class StoreWork:
                        reason="stored: fetched in full once it was decided again",
                        status=page.status, page=f"{where.file}:{where.offset}",
                        refetched=True)  # fmt: skip
-        entry.update(self._change_fields(prior, "unchanged", None))
+        # the body of the page its re-decision kept, earlier in this run: what it was in the
+        # previous run is on that line
+        entry.update(self._change_fields(None, "unchanged", None))
         self.queue(entry)
         self.item_done()
         return Outcome(counts=("neardup/refetched", "neardup/kept"), stored_bytes=where.length)

@@ -278,3 +278,17 @@ def _slowed(route: Any) -> Any:
     from dataclasses import replace
 
     return replace(route, delay=0.15)
+
+
+def test_the_review_commands_say_what_changed(site):
+    """After the second crawl (the third changed nothing): log filters by change, report
+    counts the changes and lists what moved."""
+    proc = neardup("log", "--store", str(site.store), "--run", "2", "--change", "changed", "--json")
+    assert proc.returncode == 0, proc.stderr
+    changed = {json.loads(line)["url"] for line in proc.stdout.splitlines()}
+    expected = {site.url(p) for p in site.pages if p.second.change == "changed"} | {site.url("/")}
+    assert changed == expected
+    report = neardup("report", "--store", str(site.store), "--json")
+    assert report.returncode == 0, report.stderr
+    facts = json.loads(report.stdout)["changes"]
+    assert facts["run"] == 3 and facts["counts"]["unchanged"] == len(site.runs[2]["lines"])

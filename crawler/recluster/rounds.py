@@ -90,25 +90,19 @@ def decide(
 
 def decide_in_order(
     documents: Iterable[tuple[int, list[Preference], Mapping[int, int]]],
-    unseen: int | None = None,
 ) -> Iterator[tuple[int, tuple[str, int | None, float | None] | None]]:
     """Each document's decision (None: still undecided), taking ``(key, preferences, statuses
     known before the pass)`` in increasing key order; a candidate decided earlier in the same
-    pass counts as known. ``unseen``: the status of a candidate neither known nor decided
-    earlier in the pass (None: undecided). A pass that holds every document with candidates
-    knows that such a candidate has none, so is kept (:data:`KEPT`), and decides them all.
+    pass counts as known.
 
-    >>> one = [(1, "near_duplicate", 0.9)]
-    >>> list(decide_in_order([(5, one, {})]))
+    >>> list(decide_in_order([(5, [(1, "near_duplicate", 0.9)], {})]))
     [(5, None)]
-    >>> list(decide_in_order([(5, one, {})], unseen=KEPT))
-    [(5, ('near_duplicate', 1, 0.9))]
     """
     here: dict[int, int] = {}
     for d, prefs, known in documents:
         status = {}
         for e, _, _ in prefs:
-            got = known.get(e, here.get(e, unseen))
+            got = known.get(e, here.get(e))
             if got is not None:
                 status[e] = got
         decision = decide(prefs, status)

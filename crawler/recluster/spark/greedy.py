@@ -11,14 +11,6 @@ small part of a corpus, so the first round usually decides nearly all of them an
 ones are small. Each round's step is kept (:mod:`.kept`), so round n neither computes nor
 plans rounds 1 to n-1 again.
 
-A first round of one stretch (at most ``SparkJob.stretch`` documents wait) holds every
-document that waits: a candidate it has not decided by the time a document needs it waits for
-nothing, so is kept, and the round decides everything without a join to learn that. On 10,000
-synthetic documents in ``local[2]`` (the clustering stages of :mod:`benchmarks.spark`'s scale
-runs), 12 runs in a session, two sessions each: warm medians 2.85 and 2.59 s against 3.09 and
-3.15 with the join, a session's second run 3.25 and 3.30 s against 3.96 and 3.48 (three
-pairs of shorter sessions, 5 runs each, were within the noise).
-
 The job that counts a round's decided and pending documents also keeps every decision so far
 and counts the kept documents of each input task, the leaders kept at once among them: if the
 round is the last, the cluster ids (:mod:`.numbering`) need no job of their own to count them.
@@ -28,13 +20,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
-from functools import partial
 from typing import Any, NamedTuple
 
 from crawler.recluster.rounds import JOINED, KEPT, decide_in_order
 from crawler.recluster.spark.described import described
 from crawler.recluster.spark.kept import kept
-from crawler.recluster.spark.steps import python_step
+from crawler.recluster.spark.steps import column_names, python_step, record_batch
 from crawler.recluster.spark.tasks import RECORD_BITS
 
 __all__ = ["DECISIONS", "Rounds", "greedy_rounds"]
@@ -90,18 +81,13 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
         with described(context, f"greedy round {rounds + 1}" if rounds
                        else "estimates and greedy round 1"):
             stretches = max(1, min(partitions, -(-left // stretch)))
-            # a first round in one stretch holds every waiting document: a candidate it has not
-            # decided before a document waits for nothing, so is kept; no join needs to say so
-            one_stretch = not rounds and stretches == 1
-            known = pending if one_stretch else pending.join(learnt, "e", "left")
             ranged = (
-                known.selectExpr("d", "pos", "e", "kind", "r",
-                                 f"{'CAST(NULL AS INT)' if one_stretch else status} AS status")
+                pending.join(learnt, "e", "left")
+                .selectExpr("d", "pos", "e", "kind", "r", f"{status} AS status")
                 .repartitionByRange(stretches, "d")
                 .sortWithinPartitions("d", "pos")
             )
-            deciding = partial(_decide_pass, unseen=KEPT if one_stretch else None)
-            step = kept(python_step(ranged, deciding, _STEP), steps)  # by the count
+            step = kept(python_step(ranged, _decide_pass, _STEP), steps)  # by the count
             now = step.where("decided").selectExpr("d AS key", "kind", "e AS rep", "r")
             # every decision so far, kept by the count, which counts the kept documents of each
             # task too: if this round is the last, the cluster ids need nothing more
@@ -140,14 +126,10 @@ def _kept_by_task(decisions: Any) -> Any:
         "false AS round", "true AS decided", f"shiftright(key, {RECORD_BITS}) AS task")
 
 
-def _decide_pass(batches: Iterable[Any], unseen: int | None) -> Iterator[Any]:
+def _decide_pass(batches: Iterable[Any]) -> Iterator[Any]:
     """One round in one partition: its pending documents' preference rows, sorted by document
-    and place, each with its candidate's status if known (``unseen``: the status of one neither
-    known nor decided earlier in the pass, as :func:`~crawler.recluster.rounds.decide_in_order`
-    takes it); out go the decided documents (one row each) and the rows of those still pending,
-    as they came."""
-    import pyarrow as pa
-
+    and place, each with its candidate's status if known; out go the decided documents (one
+    row each) and the rows of those still pending, as they came."""
     held_back: deque[list[tuple]] = deque()
 
     def documents() -> Iterator[tuple[int, list, dict[int, int]]]:
@@ -156,7 +138,7 @@ def _decide_pass(batches: Iterable[Any], unseen: int | None) -> Iterator[Any]:
             yield d, prefs, known
 
     out: dict[str, list[Any]] = {name: [] for name in _STEP_NAMES}
-    for d, decision in decide_in_order(documents(), unseen):
+    for d, decision in decide_in_order(documents()):
         held = held_back.popleft()
         if decision is None:
             for row in held:
@@ -165,13 +147,13 @@ def _decide_pass(batches: Iterable[Any], unseen: int | None) -> Iterator[Any]:
             kind, rep, r = decision
             _append(out, (True, d, None, rep, kind, r, None))
         if len(out["d"]) >= 4096:
-            yield pa.RecordBatch.from_pydict(out, schema=_step_arrow())
+            yield record_batch(_STEP, out.values())
             out = {name: [] for name in _STEP_NAMES}
     if out["d"]:
-        yield pa.RecordBatch.from_pydict(out, schema=_step_arrow())
+        yield record_batch(_STEP, out.values())
 
 
-_STEP_NAMES = ("decided", "d", "pos", "e", "kind", "r", "status")
+_STEP_NAMES = column_names(_STEP)
 
 
 def _append(out: dict[str, list[Any]], row: tuple) -> None:
@@ -200,11 +182,3 @@ def _documents(rows: Iterator[tuple]) -> Iterator[tuple[int, list, dict[int, int
         held.append((pos, e, kind, r, status))
     if current is not None:
         yield current, prefs, known, held
-
-
-def _step_arrow() -> Any:
-    import pyarrow as pa
-
-    return pa.schema([("decided", pa.bool_()), ("d", pa.int64()), ("pos", pa.int32()),
-                      ("e", pa.int64()), ("kind", pa.string()), ("r", pa.float64()),
-                      ("status", pa.int32())])

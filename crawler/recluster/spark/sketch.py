@@ -22,13 +22,13 @@ import numpy as np
 
 from crawler.recluster.inputs import InputError, SourceDocument
 from crawler.recluster.pool import SketchedDocument, init_sketcher, sketch_source
-from crawler.recluster.spark.steps import python_step
+from crawler.recluster.spark.steps import python_step, record_batch
 from crawler.recluster.spark.tasks import Task, document_key, read_task, remote
 from dedup.cluster import bound_denominator, hits_needed, indexed_count
 from dedup.estimators import estimate
 from dedup.params import DEFAULT_CAP, ContentArea, DedupParams, SketchParams
 
-__all__ = ["DOCUMENTS", "SparkJob", "document_row", "documents", "exact_cap_wanted", "record_batch"]
+__all__ = ["DOCUMENTS", "SparkJob", "document_batch", "document_row", "documents", "exact_cap_wanted"]
 
 #: the documents DataFrame: key (input order), id, content hash, skip reason (no sketch),
 #: sketch bytes, distinct fingerprints (int64 bytes: only numpy reads them), indexed count,
@@ -54,9 +54,6 @@ class SparkJob:
     area: ContentArea | None = None
     #: pending documents per range of a greedy round (crawler.recluster.spark.greedy)
     stretch: int = 50_000
-    #: documents up to which the candidate search runs in one stage, every task holding the
-    #: whole input's sketches (crawler.recluster.spark.candidates.BroadcastSearch)
-    broadcast: int = 20_000
     #: search again until the boilerplate cap keeps representatives only, as the local
     #: index's does (:meth:`crawler.recluster.spark.candidates.Search.settled`); None: when
     #: the cap is below its default (:func:`exact_cap_wanted`)
@@ -64,16 +61,6 @@ class SparkJob:
 
     def __post_init__(self) -> None:
         self.exact_cap = exact_cap_wanted(self.dedup, self.exact_cap)
-
-    def searches_whole(self, documents: int) -> bool:
-        """Whether the candidate search of ``documents`` runs in one stage (``broadcast``)."""
-        return documents <= self.broadcast
-
-    def decides_in_one_task(self, documents: int) -> bool:
-        """Whether one task decides and numbers ``documents``, after a one-stage search that
-        also finds the exact duplicates (:mod:`crawler.recluster.spark.small_input`): within
-        ``broadcast`` and ``stretch``, the cap searched the faster way."""
-        return self.searches_whole(documents) and documents <= self.stretch and not self.exact_cap
 
     @property
     def need(self) -> float:
@@ -84,10 +71,9 @@ class SparkJob:
 
 def exact_cap_wanted(dedup: DedupParams, asked: bool | None) -> bool:
     """Whether the search cuts where the local index cuts (``--exact-cap``): as ``asked``,
-    else when the boilerplate cap is below its default. On the benchmark's 20,000 real pages
-    the faster search decided 0 to 6 documents otherwise than the local engine at the default
-    cap (64; at most 0.03%), but 25 to 87 at a cap of 4 (0.125% to 0.43%): a smaller cap bites
-    more often, and only the exact search (about 1.5x the time) decides them all alike.
+    else when the boilerplate cap is below its default. A smaller cap bites more often, so
+    the faster search decides more documents otherwise than the local engine; the exact one
+    (more passes of the search) decides them all alike (docs/spark.md).
 
     >>> exact_cap_wanted(DedupParams(cap=4), None), exact_cap_wanted(DedupParams(), None)
     (True, False)
@@ -149,10 +135,10 @@ def _sketch_batches(
                         made = SketchedDocument(doc.id, None, skip_reason=f"error ({type(exc).__name__})")
                     rows.append(document_row(document_key(task.ordinal, n), made, need, containment))
                     if len(rows) == BATCH:
-                        yield record_batch(rows)
+                        yield document_batch(rows)
                         rows = []
                 if rows:
-                    yield record_batch(rows)
+                    yield document_batch(rows)
                 if documents_read is not None:
                     documents_read.add(n + 1)
 
@@ -180,23 +166,8 @@ def document_row(key: int, made: SketchedDocument, need: float, containment: boo
 _NO_VALUES = np.empty(0, dtype=np.int64)
 
 
-def record_batch(rows: list[tuple]) -> Any:
+def document_batch(rows: list[tuple]) -> Any:
     """An Arrow batch of :data:`DOCUMENTS` rows."""
-    import pyarrow as pa
-
-    key, ids, hashes, skip, sketches, fps, k, least, den, self_r = zip(*rows)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(key, pa.int64()),
-            pa.array(ids, pa.string()),
-            pa.array(hashes, pa.int64()),
-            pa.array(skip, pa.string()),
-            pa.array(sketches, pa.binary()),
-            pa.array([v.tobytes() for v in fps], pa.binary()),
-            pa.array(k, pa.int32()),
-            pa.array(least, pa.int32()),
-            pa.array(den, pa.int32()),
-            pa.array(self_r, pa.float64()),
-        ],
-        names=["key", "id", "hash", "skip", "sketch", "fps", "k", "least", "den", "self_r"],
-    )
+    columns = list(zip(*rows))
+    columns[5] = [values.tobytes() for values in columns[5]]  # the fingerprints' bytes
+    return record_batch(DOCUMENTS, columns)

@@ -318,7 +318,7 @@ def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bo
         lines[-2] += f"; on Spark, master {spark['master']}, {cores} core{'s' * (cores != 1)}"
         lines[-2] += "".join(f", {k}={v}" for k, v in spark.get("settings", {}).items())
         if capped and not result.stats.get("exact_cap"):
-            # the search posts every leader, the local index representatives only (README)
+            # the search posts every leader, the local index representatives only (docs/spark.md)
             lines.insert(-1, "where the cap bit, a few documents may join another near duplicate "
                              "than the local engine picks; --exact-cap picks the same")
         elif result.stats.get("exact_cap") and args.exact_cap is None:

@@ -11,14 +11,9 @@ representative ("kept"); candidates that joined a cluster are passed over; if ev
 joined one, the document is kept. So a document is decided as soon as the status of every
 candidate *before the first kept one* in its preference order is known (:func:`decide`).
 A document with no candidates is kept at once; the others follow in rounds. Within a round each
-partition takes its documents in input order (:func:`decide_in_order`), so a document whose
-deciding candidates were decided earlier in the same pass is decided too: only a chain of
+partition takes its documents in input order (:func:`decide_in_order`), so only a chain of
 documents that crosses partitions, each waiting on the one before, needs a round per crossing.
-Partitions hold contiguous stretches of the input, so on real corpora two or three rounds
-decide everything.
-
-The Spark engine (:mod:`crawler.recluster.spark`) runs these steps in executors; they are plain
-functions on plain tuples so that they can be tested, and reasoned about, without Spark.
+The Spark engine runs these plain functions in executors (:mod:`crawler.recluster.spark.greedy`).
 
 >>> prefs = preference([(3, 0.95, 0.95), (1, 0.95, 0.96), (2, 0.85, 0.99)], 0.9, None)
 >>> [(e, kind) for e, kind, _ in prefs]

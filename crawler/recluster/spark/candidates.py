@@ -1,29 +1,14 @@
 """Exact duplicates, candidate pairs and their estimates: which earlier documents each document
-could join, in the order greedy clustering prefers them.
+could join, in the order greedy clustering prefers them (docs/spark.md, stages 3 to 5).
 
-1. **Exact duplicates** by content hash: the first document of each hash (its *leader*) is
-   clustered; every later copy joins its leader's cluster, as the local index's exact table
-   makes it.
-2. **Candidates.** Each leader indexes the rarest part of its sketch that
-   :func:`dedup.cluster.indexed_count` proves sufficient (rarest by the corpus's own
-   fingerprint counts, ties by the smaller value, as :class:`dedup.frequency.FingerprintFrequency`
-   breaks them; with ``exact_cap``, by that count-min sketch's own estimates at the leader's
-   place in the input, as the local clusterer picks it), joined on fingerprint with every
-   leader's whole sketch. A fingerprint's postings are cut at the boilerplate cap (the
-   ``cap`` lowest keys, as the local index keeps the lowest cluster ids; where the cap
-   bites, a leader that joined a cluster can take a place the local index gives to a
-   representative, which ``exact_cap`` corrects with more passes, :meth:`Search.settled`); a
-   pair is estimated only when it meets :func:`dedup.cluster.hits_needed` indexed fingerprints
-   (under the containment rule, when the resemblance bound allows it), in the local engine's
-   arithmetic. This fingerprint-level work, a hundred values per document, is numpy's in
-   executors (:mod:`.postings`, run by the steps of :mod:`.search_steps`); Spark moves the
-   arrays between the steps.
-3. **Estimates and preferences**, in executors: the pairs worth estimating stay in the
-   partition that judged them, and each sketch they need is served there once (a template page
-   that is a candidate of thousands of pages crosses the network once per partition, not once
-   per pair); :func:`dedup.estimators.estimate` on each pair's sketches, then
-   :func:`crawler.recluster.rounds.preference` orders a document's qualifying candidates as the
-   sequential clusterer would try them.
+The first document of each content hash (its *leader*) is clustered; every later copy joins
+its leader's cluster, as the local index's exact table makes it. Each leader indexes the rarest
+part of its sketch that :func:`dedup.cluster.indexed_count` proves sufficient, met on
+fingerprint with every leader's sketch and cut at the boilerplate cap; a pair is estimated only
+when it meets :func:`dedup.cluster.hits_needed` indexed fingerprints, in the local engine's
+arithmetic; :func:`crawler.recluster.rounds.preference` orders each document's qualifying
+candidates. The work is numpy's in executors (:mod:`.postings`, run by :mod:`.search_steps`);
+Spark moves packed arrays between the steps.
 """
 
 from __future__ import annotations
@@ -75,25 +60,14 @@ def split_copies(documents: Any) -> tuple[Any, Any]:
 
 
 class Search:
-    """The candidate search of one run, from the leaders to their :data:`PREFERENCES`.
-
-    Six shuffles, each bringing together what one step of :mod:`.postings` needs: the rows of
-    a fingerprint (to count it; to meet its postings), of a document (to pick its rarest part;
-    to sum its pairs), of a sketch (to serve it to the partitions whose pairs need it), of a
-    partition's pairs (to estimate them). What Spark moves is a few packed arrays per bucket of
-    fingerprints, documents or sketches, not a row per fingerprint or per pair.
-
+    """The candidate search of one run, from the leaders to their :data:`PREFERENCES`: six
+    shuffles, each bringing together the packed arrays one step of :mod:`.postings` needs.
     ``preferences`` is the DataFrame of the result; :meth:`stats` runs the search up to the
-    verdicts (cached, for the preferences) and sets ``waiting``, the documents with a pair to
-    estimate; :meth:`unpersist` releases what the search cached, once the preferences are
-    kept.
-    """
+    verdicts (cached, for the preferences); :meth:`unpersist` releases what it cached."""
 
-    #: documents with a pair to estimate, once :meth:`stats` has run: the most that can wait
-    #: for a greedy round (a pair may estimate below the threshold)
+    #: once :meth:`stats` has run: documents with a pair to estimate (the most that can wait
+    #: for a greedy round), and those whose pairs this pass estimates (:meth:`settled`)
     waiting: int | None = None
-    #: documents whose pairs this pass estimates: in a pass after the first, those whose
-    #: pairs differ from the pass before's (:meth:`settled`), once :meth:`stats` has run
     changed: int | None = None
 
     def __init__(self, leaders: Any, job: SparkJob, sketched: Any) -> None:
@@ -102,7 +76,7 @@ class Search:
         running count-min estimates over them (:func:`.postings.rarest_counted`) rather than
         by the corpus's counts, for the local engine's very postings."""
         partitions = job.partitions
-        buckets = routes(partitions * _BUCKETS_PER_PARTITION, partitions)
+        buckets = routes(leaders.sparkSession, partitions * _BUCKETS_PER_PARTITION, partitions)
         bound = pruning_bound(job)
         of = of_kind
 
@@ -170,17 +144,11 @@ class Search:
         fingerprint's ``cap`` lowest of them; this search posts every leader. The decisions
         are final when no leader that joined a cluster sits among the ``cap + 1`` lowest
         postings of a fingerprint the cap cuts, and every leader left out still joined one
-        (:func:`.postings.contested`): the search then found what the local index finds.
-        Otherwise the joined leaders are left out of the postings and the search runs again.
-        Whether a document's candidates are right depends only on the documents before it, so
-        each pass settles a longer stretch of the input (the first document it got wrong is
-        right in the next, so the passes end). No pass is needed when the first cut nothing
-        (:meth:`stats`' ``capped`` 0).
-
-        A pass after the first compares each document's pairs with the pass before's and
-        estimates only the pairs of the documents whose pairs changed (:attr:`changed`); the
-        others keep their preferences: a candidate newly left out joined a cluster, so the
-        rounds passed over it anyway: a later pass estimates few pairs again."""
+        (:func:`.postings.contested`). Otherwise the joined leaders are left out of the
+        postings and the search runs again; each pass settles a longer stretch of the input,
+        so the passes end. A later pass estimates only the pairs of the documents whose pairs
+        changed (:attr:`changed`); the others keep their preferences (a candidate newly left
+        out joined a cluster, so the rounds passed over it anyway)."""
         joined = decisions.where("kind != 'kept'").select("key")
         long = python_step(of_kind(self._judged, Kind.LONG), step.as_rows(_LONG), _LONG)
         rows = python_step(long.join(joined, "key"), step.packed_keys, PACKED).collect()

@@ -6,26 +6,23 @@ stretches of the input (a range partitioning by key), and decides each stretch i
 (:func:`~crawler.recluster.rounds.decide_in_order`). What is still undecided, because a
 candidate it waits on lies in an earlier stretch and was undecided when the round began, goes
 to the next round. A round has as many stretches as its pending documents need
-(``SparkJob.stretch`` each), at most the job's partitions: the documents with candidates are a
-small part of a corpus, so the first round usually decides nearly all of them and the next
-ones are small. Each round's step is kept (:mod:`.kept`), so round n neither computes nor
-plans rounds 1 to n-1 again.
-
-The job that counts a round's decided and pending documents also keeps every decision so far
-and counts the kept documents of each input task, the leaders kept at once among them: if the
-round is the last, the cluster ids (:mod:`.numbering`) need no job of their own to count them.
+(``SparkJob.stretch`` each), at most the job's partitions. Each round's step is kept
+(:mod:`.kept`), so round n neither computes nor plans rounds 1 to n-1 again. The job that
+counts a round's decided and pending documents also counts the kept documents of each input
+task, which the cluster ids need (:mod:`.numbering`).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Iterator
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from crawler.recluster.rounds import JOINED, KEPT, decide_in_order
 from crawler.recluster.spark.described import described
 from crawler.recluster.spark.kept import kept
-from crawler.recluster.spark.steps import column_names, python_step, record_batch
+from crawler.recluster.spark.steps import python_step, record_batch
 from crawler.recluster.spark.tasks import RECORD_BITS
 
 __all__ = ["DECISIONS", "Rounds", "greedy_rounds"]
@@ -36,16 +33,13 @@ _STEP = "decided boolean, d long, pos int, e long, kind string, r double, status
 
 
 class Rounds(NamedTuple):
-    """What :func:`greedy_rounds` hands back."""
+    """What :func:`greedy_rounds` hands back: every leader's decision (:data:`DECISIONS`), how
+    many rounds it took, the rounds' kept steps (to unpersist once the decisions are read), and
+    the kept documents of each input task that has any."""
 
-    #: every leader's decision (:data:`DECISIONS`)
     decisions: Any
-    #: how many rounds it took
     count: int
-    #: the rounds' kept steps, to unpersist once the decisions are no longer read
     steps: list[Any]
-    #: the kept documents of each input task that has any, counted by the last round's job
-    #: (by a job of its own when no round ran: no document had a pair to estimate)
     kept_per_task: dict[int, int]
 
 
@@ -129,56 +123,26 @@ def _kept_by_task(decisions: Any) -> Any:
 def _decide_pass(batches: Iterable[Any]) -> Iterator[Any]:
     """One round in one partition: its pending documents' preference rows, sorted by document
     and place, each with its candidate's status if known; out go the decided documents (one
-    row each) and the rows of those still pending, as they came."""
-    held_back: deque[list[tuple]] = deque()
+    row each) and the rows of those still pending, as they came (:data:`_STEP`)."""
+    rows = (row for batch in batches for row in zip(*batch.to_pydict().values()))
+    held: dict[int, list[tuple]] = {}  # a document's rows, until it is decided or not
 
     def documents() -> Iterator[tuple[int, list, dict[int, int]]]:
-        for d, prefs, known, held in _documents(_rows(batches)):
-            held_back.append(held)
-            yield d, prefs, known
+        for d, group in groupby(rows, key=itemgetter(0)):  # rows: d, pos, e, kind, r, status
+            held[d] = mine = list(group)
+            yield (d, [(e, kind, r) for _, _, e, kind, r, _ in mine],
+                   {e: status for _, _, e, _, _, status in mine if status is not None})
 
-    out: dict[str, list[Any]] = {name: [] for name in _STEP_NAMES}
+    out: list[tuple] = []
     for d, decision in decide_in_order(documents()):
-        held = held_back.popleft()
+        mine = held.pop(d)
         if decision is None:
-            for row in held:
-                _append(out, (False, d, *row))
+            out += [(False, *row) for row in mine]
         else:
             kind, rep, r = decision
-            _append(out, (True, d, None, rep, kind, r, None))
-        if len(out["d"]) >= 4096:
-            yield record_batch(_STEP, out.values())
-            out = {name: [] for name in _STEP_NAMES}
-    if out["d"]:
-        yield record_batch(_STEP, out.values())
-
-
-_STEP_NAMES = column_names(_STEP)
-
-
-def _append(out: dict[str, list[Any]], row: tuple) -> None:
-    for name, value in zip(_STEP_NAMES, row):
-        out[name].append(value)
-
-
-def _rows(batches: Iterable[Any]) -> Iterator[tuple]:
-    for batch in batches:
-        c = batch.to_pydict()
-        yield from zip(c["d"], c["pos"], c["e"], c["kind"], c["r"], c["status"])
-
-
-def _documents(rows: Iterator[tuple]) -> Iterator[tuple[int, list, dict[int, int], list]]:
-    """(d, preferences, known statuses, its rows as they came) per document, in order; the
-    rows ride along so that a pending document goes to the next round unchanged."""
-    current, prefs, known, held = None, [], {}, []
-    for d, pos, e, kind, r, status in rows:
-        if d != current:
-            if current is not None:
-                yield current, prefs, known, held
-            current, prefs, known, held = d, [], {}, []
-        prefs.append((e, kind, r))
-        if status is not None:
-            known[e] = status
-        held.append((pos, e, kind, r, status))
-    if current is not None:
-        yield current, prefs, known, held
+            out.append((True, d, None, rep, kind, r, None))
+        if len(out) >= 4096:
+            yield record_batch(_STEP, map(list, zip(*out)))
+            out = []
+    if out:
+        yield record_batch(_STEP, map(list, zip(*out)))

@@ -1,12 +1,10 @@
 """Cluster ids, numbered as the local index numbers its clusters: the kept documents in input
 order, 0 first.
 
-A cluster's id is its representative's rank among the kept documents. The greedy rounds count
-the kept documents of each input task (:attr:`.greedy.Rounds.kept_per_task`); the driver turns
-the counts into each task's first id. Then every document, leader or exact copy, travels to the
-partition of its representative's task (whole tasks per partition, in task order, as
-:func:`~crawler.recluster.spark.run.in_input_order` cuts them), sorted by representative and
-then by key. A representative comes before its members (a document joins an earlier one), so
+The greedy rounds count the kept documents of each input task
+(:attr:`.greedy.Rounds.kept_per_task`); the driver turns the counts into each task's first id.
+Every document then travels to the partition of its representative's task (whole tasks, in
+task order), sorted by representative and key. A representative comes before its members, so
 one pass numbers them all: the ``i``-th representative of a partition is its first task's
 first id plus ``i``, and each member takes the id of the representative before it.
 """
@@ -50,8 +48,8 @@ def numbered(decisions: Any, copies: Any, partitions: int, kept: Mapping[int, in
     ).selectExpr(
         "key", "rep_key", "false AS representative", "IF(lead, self_r, lead_r) AS r",
         "'exact_duplicate' AS kind", "lead AS identical")
-    grouped = (led.unionByName(copied)
-               .selectExpr("*", f"{task_range_route('rep_key', tasks, partitions)} AS _route")
+    route = task_range_route(decisions.sparkSession, "rep_key", tasks, partitions)
+    grouped = (led.unionByName(copied).selectExpr("*", f"{route} AS _route")
                .repartition(partitions, "_route")
                .sortWithinPartitions("rep_key", "key"))
     return python_step(grouped, _ids(first_ids), ROWS)

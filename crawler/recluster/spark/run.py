@@ -1,15 +1,10 @@
 """The whole Spark run: documents → clusters → ``clusters.jsonl`` (or Parquet), in input order.
 
 One job reads and sketches every document and counts them; the count sizes the clustering
-stages' partitions; then the exact duplicates, the candidate search and the greedy rounds
-(:func:`cluster`), the summary, and the output. Cluster ids number the kept documents in input
-order, as the local index numbers its clusters (:mod:`.numbering`). The output is sorted by
-document key, formatted in executors by the local engine's own line writer, and only written
-on the driver.
-
-The run's queries need two settings of the session (:data:`SHUFFLE_PARTITIONS`,
-:data:`RUN_SETTINGS`), which the run sets and gives back as it ends or fails, whoever started
-the session.
+stages' partitions (:func:`cluster`); then the summary and the output, sorted by key,
+formatted in executors by the local engine's own line writer, written on the driver. The run's
+queries need two settings of the session (:data:`SHUFFLE_PARTITIONS`, :data:`RUN_SETTINGS`),
+which the run sets and gives back as it ends or fails, whoever started the session.
 """
 
 from __future__ import annotations
@@ -41,8 +36,8 @@ from dedup.params import ContentArea, DedupParams, SketchParams
 from dedup.summary import ClusterSummary
 
 __all__ = [
-    "DOCUMENTS_PER_PARTITION", "PHASES", "RUN_SETTINGS", "SHUFFLE_PARTITIONS", "cluster", "default_partitions",
-    "in_input_order", "recluster_spark", "run_settings",
+    "DOCUMENTS_PER_PARTITION", "PHASES", "RUN_SETTINGS", "SHUFFLE_PARTITIONS", "cluster",
+    "default_partitions", "in_input_order", "recluster_spark", "run_settings",
 ]
 
 log = logging.getLogger(__name__)
@@ -196,8 +191,9 @@ def in_input_order(frame: Any, tasks: int, partitions: int) -> Any:
     job of its own."""
     if tasks <= 1 or partitions <= 1:
         return frame.coalesce(1).sortWithinPartitions("key")
-    return (frame.selectExpr("*", f"{task_range_route('key', tasks, partitions)} AS _route")
-            .repartition(partitions, "_route").sortWithinPartitions("key").drop("_route"))
+    route = task_range_route(frame.sparkSession, "key", tasks, partitions)
+    return (frame.selectExpr("*", f"{route} AS _route").repartition(partitions, "_route")
+            .sortWithinPartitions("key").drop("_route"))
 
 
 def default_partitions(cores: int, documents: int) -> int:
@@ -212,25 +208,11 @@ def default_partitions(cores: int, documents: int) -> int:
     return -(-wanted // cores) * cores
 
 
-class _Phases:
-    """Logs (at DEBUG) how long each phase of the clustering took, for whoever tunes a
-    cluster."""
-
-    def __init__(self) -> None:
-        self.last = time.perf_counter()
-
-    def __call__(self, name: str) -> None:
-        now = time.perf_counter()
-        log.debug("%s: %.2f s", name, now - self.last)
-        self.last = now
-
-
 class Clustered(NamedTuple):
-    """What :func:`cluster` hands back."""
+    """What :func:`cluster` hands back: a row per sketched document (:data:`~.numbering.ROWS`)
+    and the counters of the search and the rounds."""
 
-    #: a row per sketched document (:data:`~.numbering.ROWS`)
     rows: Any
-    #: the counters of the search and the rounds
     stats: dict[str, int]
 
 
@@ -239,8 +221,13 @@ def cluster(docs: Any, job: SparkJob, held: list[Any]) -> Clustered:
     sketched document, in ``job.partitions``: the exact copies and their leaders, the
     candidate search, the greedy rounds (again while ``--exact-cap``'s search is not settled),
     the cluster ids. What they cache is added to ``held``, to unpersist once the rows are
-    read (:func:`run_settings`)."""
-    phase = _Phases()
+    read (:func:`run_settings`). How long each phase took is logged at DEBUG."""
+    last = [time.perf_counter()]
+
+    def phase(name: str) -> None:
+        log.debug("%s: %.2f s", name, time.perf_counter() - last[0])
+        last[0] = time.perf_counter()
+
     context = docs.sparkSession.sparkContext
     # one input task per partition suits reading; the stages after want fewer, larger ones
     docs = docs.coalesce(job.partitions)

@@ -1,10 +1,7 @@
 """The candidate search's steps, as each runs in an executor (:class:`.candidates.Search` plans
-them): what reaches a partition is packed arrays of one kind each, bound for a bucket
-(:data:`MOVED`); a step unpacks what it needs, does its part of the fingerprint-level work with
-numpy (:mod:`.postings`), and sends on packed arrays to the buckets of the next step, or rows.
-
-Each step is made by a function of the plan's constants (the buckets' routes, the cap, a
-broadcast set) and is run by :func:`~.steps.python_step`.
+them): what reaches a partition is packed arrays of one :class:`Kind` each, bound for a bucket
+(:data:`MOVED`); a step unpacks what it needs, does its part of the work with numpy
+(:mod:`.postings`), and sends on packed arrays to the buckets of the next step, or rows.
 """
 
 from __future__ import annotations
@@ -23,9 +20,9 @@ from dedup.estimators import estimate
 from dedup.sketches import sketch_from_bytes
 
 __all__ = [
-    "MOVED", "PACKED", "PREFERENCES", "Kind", "as_rows", "at_home", "count", "estimated", "hits", "index",
-    "index_counted", "meet", "moved_batch", "packed_keys", "prefer", "received", "running",
-    "serve", "spread", "verdicts",
+    "MOVED", "PACKED", "PREFERENCES", "Kind", "as_rows", "at_home", "count", "estimated", "hits",
+    "index", "index_counted", "meet", "moved_batch", "packed_keys", "prefer", "received",
+    "running", "serve", "spread", "verdicts",
 ]
 
 #: what Spark moves between the steps: packed int64 columns (:func:`.postings.pack`) or
@@ -39,44 +36,24 @@ PREFERENCES = "d long, pos int, e long, kind string, r double"
 class Kind(IntEnum):
     """What a moved blob holds: the ``kind`` column of :data:`MOVED`, the one list of them."""
 
-    #: (d, f) of every leader, to its fingerprint (to be counted)
-    HELD = auto()
-    #: (d, size, k, least, den) of every leader, to its own bucket
-    DOCUMENT = auto()
-    #: (d, f, count) of shared fingerprints, to their document (to pick its rarest part)
-    COUNTED = auto()
-    #: (d, f) of shared fingerprints, to their fingerprint (to meet its postings)
-    MEMBER = auto()
-    #: (f, e) postings, to their fingerprint
-    POSTED = auto()
-    #: (d, e, hits, over) partial sums of a pair, to d
-    MET = auto()
-    #: leaders' sketches, to their key's bucket
-    SKETCH = auto()
-    #: (d, e) pairs to estimate, kept where they were judged
-    KEPT = auto()
-    #: a partition's counters (:func:`.postings.tally`)
-    TALLY = auto()
-    #: (key, home) sketches a partition's pairs need
-    WANTED = auto()
-    #: sketches served to that home
-    SERVED = auto()
-    #: (key, top) of the leaders posted under a fingerprint the cap cuts
-    #: (:func:`.postings.contested`)
-    LONG = auto()
-    #: with ``exact_cap``: (d, f) of every leader, to its document
-    OWN = auto()
-    #: with ``exact_cap``: (cell, key) count-min counters a document hits, to their counter
-    HIT = auto()
-    #: with ``exact_cap``: (key, cell, count) their values there, to the document
-    RUNNING = auto()
-    #: in a pass after the first: the pairs the pass before kept, back where they were kept
-    BEFORE = auto()
-    #: in a pass after the first: the pairs to estimate again (of the documents whose pairs
-    #: changed)
-    FRESH = auto()
-    #: in a pass after the first: those documents
-    CHANGED = auto()
+    HELD = auto()  #: (d, f) of every leader, to its fingerprint (to be counted)
+    DOCUMENT = auto()  #: (d, size, k, least, den) of every leader, to its own bucket
+    COUNTED = auto()  #: (d, f, count) of shared fingerprints, to their document
+    MEMBER = auto()  #: (d, f) of shared fingerprints, to their fingerprint
+    POSTED = auto()  #: (f, e) postings, to their fingerprint
+    MET = auto()  #: (d, e, hits, over) partial sums of a pair, to d
+    SKETCH = auto()  #: leaders' sketches, to their key's bucket
+    KEPT = auto()  #: (d, e) pairs to estimate, where they were judged
+    TALLY = auto()  #: a partition's counters (:func:`.postings.tally`)
+    WANTED = auto()  #: (key, home) sketches a partition's pairs need
+    SERVED = auto()  #: sketches served to that home
+    LONG = auto()  #: (key, top) of leaders under a fingerprint the cap cuts (.postings.contested)
+    OWN = auto()  #: with ``exact_cap``: (d, f) of every leader, to its document
+    HIT = auto()  #: with ``exact_cap``: (cell, key) count-min counters hit, to the counter
+    RUNNING = auto()  #: with ``exact_cap``: (key, cell, count) their values, to the document
+    BEFORE = auto()  #: a later pass: the pairs the pass before kept, back where they were kept
+    FRESH = auto()  #: a later pass: the pairs to estimate again (documents whose pairs changed)
+    CHANGED = auto()  #: a later pass: those documents
 
 
 def moved_batch(bucket: list[int], kind: list[int], data: list[bytes]) -> Any:
@@ -200,7 +177,7 @@ def index(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
 
 
 def hits(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
-    """With ``exact_cap``: each document's count-min counters, to each counter (:attr:`Kind.HIT`)."""
+    """With ``exact_cap``: each document's count-min counters, to each (:attr:`Kind.HIT`)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         read = [_fingerprints(batch) for batch in batches]
@@ -287,7 +264,7 @@ def verdicts(
         yield moved_batch(*at_home(home, Kind.KEPT, postings.pack(d[keep], e[keep])))
         needed = np.unique(np.concatenate((kd, ke)))
         yield _routed(Kind.WANTED, needed, (needed, np.full(needed.size, home)), buckets)
-        long = got.get(Kind.LONG, [])  # kept with the verdicts, for Search.settled (:mod:`.candidates`)
+        long = got.get(Kind.LONG, [])  # kept with the verdicts, for Search.settled
         yield moved_batch([home] * len(long), [Kind.LONG] * len(long), long)
 
     return run

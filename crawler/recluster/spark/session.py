@@ -1,11 +1,9 @@
 """The Spark session the engine runs in: the caller's (``spark-submit``, a notebook), else one
 started here on ``--master``; anything that stops Spark from starting is one line.
 
-A session started here is Spark's own, but for three things (docs/spark.md, settings): a local
-one listens on loopback only and logs errors only, one line each, and no session shows
-Spark's stage bars (the command shows its own). ``--spark-conf`` settings come after them and
-win. Nothing here changes how Spark computes: the engine's own settings are per run
-(:func:`crawler.recluster.spark.run.recluster_spark`), in every session alike.
+A session started here is Spark's own but for what the command shows (docs/spark.md): a local
+one listens on loopback only and logs errors only, and no stage bars; ``--spark-conf`` wins.
+The settings the engine's queries need are the run's, in any session (:mod:`.run`).
 """
 
 from __future__ import annotations
@@ -55,7 +53,8 @@ def spark_session(
         ) from None
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started a JVM for us
     if not submitted and not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-        raise SparkUnavailable("--engine spark needs Java 17 or later: install a JDK or set JAVA_HOME")
+        raise SparkUnavailable(
+            "--engine spark needs Java 17 or later: install a JDK or set JAVA_HOME")
     if master is not None and not _MASTER.match(master):
         raise SparkUnavailable(
             f"--master {master!r} is not a Spark master URL "

@@ -1,14 +1,12 @@
 """Reading and sketching, in executors: every document of the input as one row of a DataFrame.
 
-Each executor task reads one input task (:mod:`crawler.recluster.spark.tasks`) and runs
-:func:`crawler.recluster.pool.sketch_source` on each document, the function the local engine's
-worker processes run, so tokens and sketches are the same. Rows leave Python as Arrow batches
-(``mapInArrow``), so the JVM takes them without unpickling anything, and each row already holds
-what the clustering stages read: the sketch's bytes (:meth:`dedup.sketches.Sketch.to_bytes`),
-its distinct fingerprints, how many of them a representative indexes, and the bound's terms
-(:func:`dedup.cluster.indexed_count`, :func:`~dedup.cluster.hits_needed`,
-:func:`~dedup.cluster.bound_denominator`), computed once per document here rather than once per
-stage later. A document that cannot be used is a row with its skip reason and no sketch.
+Each executor task reads one input task (:mod:`.tasks`) and runs the local engine's own
+per-document function (:func:`crawler.recluster.pool.sketch_source`), so tokens and sketches
+are the same. Each row holds what the clustering stages read, computed once here: the sketch's
+bytes, its distinct fingerprints, how many of them a representative indexes and the bound's
+terms (:func:`dedup.cluster.indexed_count`, :func:`~dedup.cluster.hits_needed`,
+:func:`~dedup.cluster.bound_denominator`). A document that cannot be used is a row with its
+skip reason and no sketch.
 """
 
 from __future__ import annotations
@@ -28,7 +26,8 @@ from dedup.cluster import bound_denominator, hits_needed, indexed_count
 from dedup.estimators import estimate
 from dedup.params import DEFAULT_CAP, ContentArea, DedupParams, SketchParams
 
-__all__ = ["DOCUMENTS", "SparkJob", "document_batch", "document_row", "documents", "exact_cap_wanted"]
+__all__ = ["DOCUMENTS", "SparkJob", "document_batch", "document_row", "documents",
+           "exact_cap_wanted"]
 
 #: the documents DataFrame: key (input order), id, content hash, skip reason (no sketch),
 #: sketch bytes, distinct fingerprints (int64 bytes: only numpy reads them), indexed count,
@@ -54,9 +53,8 @@ class SparkJob:
     area: ContentArea | None = None
     #: pending documents per range of a greedy round (crawler.recluster.spark.greedy)
     stretch: int = 50_000
-    #: search again until the boilerplate cap keeps representatives only, as the local
-    #: index's does (:meth:`crawler.recluster.spark.candidates.Search.settled`); None: when
-    #: the cap is below its default (:func:`exact_cap_wanted`)
+    #: search again until the cap cuts where the local index's does (``--exact-cap``,
+    #: :meth:`.candidates.Search.settled`); None: :func:`exact_cap_wanted`
     exact_cap: bool | None = None
 
     def __post_init__(self) -> None:
@@ -132,8 +130,10 @@ def _sketch_batches(
                     try:
                         made = sketch(doc)
                     except Exception as exc:  # a page that breaks the canonicaliser: skipped
-                        made = SketchedDocument(doc.id, None, skip_reason=f"error ({type(exc).__name__})")
-                    rows.append(document_row(document_key(task.ordinal, n), made, need, containment))
+                        why = f"error ({type(exc).__name__})"
+                        made = SketchedDocument(doc.id, None, skip_reason=why)
+                    key = document_key(task.ordinal, n)
+                    rows.append(document_row(key, made, need, containment))
                     if len(rows) == BATCH:
                         yield document_batch(rows)
                         rows = []

@@ -5,13 +5,11 @@ once, as Spark's DDL (``"key long, cluster long"``); the step builds its batches
 string (:func:`arrow_schema`, :func:`record_batch`), so the JVM's side and the Python side
 cannot drift apart.
 
-PySpark's worker daemon runs a full garbage collection after every task, and a full
-collection walks every object the worker tracks: with pyarrow, numpy and the engine loaded,
-tens of thousands, a cost on every task however little it holds. So a step, as it starts,
-moves what its worker holds into the collector's permanent generation (:func:`gc.freeze`),
-which collections skip: the collection after it walks only what the step made. Objects that
-were alive as a step began and end up in a reference cycle afterwards are not reclaimed until
-the worker ends; a worker's steps leave little behind.
+PySpark's worker daemon runs a full garbage collection after every task, which walks every
+object the worker tracks (tens of thousands with pyarrow, numpy and the engine loaded). So a
+step, as it starts, moves what its worker holds into the collector's permanent generation
+(:func:`gc.freeze`), which collections skip. Objects alive as a step began that end up in a
+cycle afterwards are reclaimed only when the worker ends; a step leaves little behind.
 """
 
 from __future__ import annotations

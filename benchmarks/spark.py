@@ -3,6 +3,8 @@
     python -m benchmarks.spark                      # the full run (about half an hour on 2 cores)
     python -m benchmarks.spark --pages 1500 --sizes 10000 --repeats 1   # a quick look
     python -m benchmarks.spark --skip-speed         # the scale part only
+    python -m benchmarks.spark --skip-speed --baseline 5169c56 --scale-repeats 3
+                                                    # the scale part, this tree against another
     python -m benchmarks.spark --json               # the figures for a machine to read
 
 **Corpus.** ``--pages`` real pages drawn (seeded) from six Debian documentation packages
@@ -34,21 +36,18 @@ process; the JVM and the Python workers inherit it), so that "per core" means pe
   ``--sparkml-documents``, and so does the Spark engine in ``local[2]``, for the ratio. A run
   longer than ``--sparkml-timeout`` is stopped and reported as a bound.
 
-Each Spark run is a child process with a session of its own, started as the engine starts one
-(loopback only, Unix sockets to the Python workers); the session's creation is not timed, the
-first Python task's start-up is (it starts the Python workers). Both are printed on their own,
-from a fresh session that runs a one-row Python task twice. Every session maps the JVM's class
-archive (:mod:`crawler.recluster.spark.archive`), as every run after a machine's first does: a
-first child writes it if it is missing, and the start-up is also printed without it. The
-``local[1]`` and ``local[2]`` children then run the same job once more in their session: the
-*warm session* rows, what a notebook, a long job or a second input gets once the JVM has loaded
-and compiled its code (the local engine's row is a median of runs in one process: warm after
-its first). The goals are printed for both. The Spark engine's output is
-compared with the local engine's line by line (they should agree, also under a small
-boilerplate cap, where the command searches as ``--exact-cap`` by default; and once more with
-the other search, ``--exact-cap`` at the default cap and ``--no-exact-cap`` at the small one,
-with its searches and time), and its shuffle (bytes written by every stage, from Spark's own
-metrics) and its number of greedy rounds are reported.
+Each Spark run is a child process with a session of its own, started as the command starts
+one; the session's creation is not timed, the first Python task's start-up is (it starts the
+Python workers). Both are printed on their own, from a fresh session that runs a one-row
+Python task twice. The ``local[1]`` and ``local[2]`` children then run the same job once more
+in their session: the *warm session* rows, what a notebook, a long job or a second input
+gets once the JVM has loaded and compiled its code (the local engine's row is a median of
+runs in one process: warm after its first). The goals are printed for both. The Spark
+engine's output is compared with the local engine's line by line (they should agree, also
+under a small boilerplate cap, where the command searches as ``--exact-cap`` by default; and
+once more with the other search, ``--exact-cap`` at the default cap and ``--no-exact-cap`` at
+the small one, with its searches and time), and its shuffle (bytes written by every stage,
+from Spark's own metrics) and its number of greedy rounds are reported.
 
 **This machine's ceiling.** Two CPUs of a machine do not always do twice one CPU's work:
 busy together, they share caches, memory bandwidth and, on a virtual machine, a host. So the
@@ -61,7 +60,10 @@ cluster ids) on synthetic MIN_100 sketches made in the executors (random values;
 fraction are near copies of an earlier document,
 :func:`benchmarks.recluster.synthetic_values`), at each of ``--sizes`` in ``local[2]``: the
 time per document should not grow with the number of documents (goal: flat within 1.5×).
-Each size runs in a fresh session, then once more in it (warm).
+Each size runs in a fresh session, then once more in it (warm), ``--scale-repeats`` times.
+With ``--baseline COMMIT`` the same children also run from a copy of that commit's tree
+(``git archive``, its C helpers built there), interleaved with this tree's, and the table
+prints both and the ratio of their medians' time per document (goal: within 1.15×).
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -121,36 +124,19 @@ def log(message: str) -> None:
 
 
 def _session(master: str, driver_memory: str | None = None) -> Any:
-    """A session started as the engine starts its own (loopback only, Unix sockets to the
-    Python workers); ``driver_memory`` reaches the JVM before it starts."""
-    if driver_memory:
-        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} pyspark-shell"
-        # other JVM options, another class archive: not one for a single fallback run to write
-        os.environ["NEARDUP_CLASS_ARCHIVE"] = "off"
+    """A session started as the command starts its own; ``driver_memory`` reaches the JVM
+    before it starts."""
     from crawler.recluster.spark import spark_session
 
-    session, _ = spark_session(master)
+    settings = {} if driver_memory is None else {"spark.driver.memory": driver_memory}
+    session, _ = spark_session(master, settings)
     return session
-
-
-def _stop_active() -> None:
-    """Stop a child's session the engine's way: a JVM that writes the class archive (if the
-    archive child could not) then writes it before the child ends, not beside the next one."""
-    from crawler.recluster.spark.session import stop_session, writes_archive
-
-    if writes_archive():
-        from pyspark.sql import SparkSession
-
-        active = SparkSession.getActiveSession()
-        if active is not None:
-            stop_session(active)
 
 
 def _conf(session: Any) -> dict[str, str | None]:
     """The settings both kinds of Spark row must share, as the session has them."""
     conf = session.sparkContext.getConf()
-    keys = ("spark.driver.bindAddress", "spark.python.unix.domain.socket.enabled",
-            "spark.driver.memory", "spark.driver.defaultJavaOptions")
+    keys = ("spark.driver.bindAddress", "spark.driver.memory")
     return {key: conf.get(key) for key in keys}
 
 
@@ -183,7 +169,7 @@ def stage_floor(session: Any, partitions: int, repeats: int = 3) -> float:
     stages, each a shuffle into ``partitions`` tasks that pass a few rows through Python as
     the clustering stages' steps do (:func:`~crawler.recluster.spark.steps.python_step`),
     planned and run, warm (the median of ``repeats``), per stage."""
-    from crawler.recluster.spark.steps import passed_through, python_step
+    from crawler.recluster.spark.steps import python_step
 
     session.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
@@ -197,6 +183,11 @@ def stage_floor(session: Any, partitions: int, repeats: int = 3) -> float:
 
     chain()  # its code paths run once before the clock
     return statistics.median(chain() for _ in range(repeats)) / FLOOR_STAGES
+
+
+def passed_through(batches: Any) -> Any:
+    """A Python step that does nothing: what a task costs however little it holds."""
+    yield from batches
 
 
 def tree_cpu(root: int | None = None) -> float:
@@ -309,43 +300,23 @@ def child_sparkml(master: str, files: str, threshold: float,
             "shuffle_bytes": shuffled, "conf": _conf(session)}
 
 
-def child_archive() -> dict[str, Any]:
-    """A session started and stopped, so that the JVM's class archive exists before any timed
-    run (:mod:`crawler.recluster.spark.archive`): every run after a machine's first maps it."""
-    from crawler.recluster.spark.session import stop_session, writes_archive
-
-    started = time.perf_counter()
-    session = _session("local[2]")
-    writing = writes_archive()
-    session.range(0, 10, 1, 2).selectExpr("sum(id)").collect()
-    stop_session(session)
-    return {"written": writing, "seconds": time.perf_counter() - started}
-
-
-def child_startup(master: str, archive: bool = True) -> dict[str, Any]:
+def child_startup(master: str) -> dict[str, Any]:
     """What a fresh session costs before any work: its creation (outside every row's timing)
     and its first one-row Python task (inside: it starts the Python workers), beside the same
-    task run again; with the JVM's class archive (as every run after a machine's first), or
-    without."""
-    if not archive:
-        os.environ["NEARDUP_CLASS_ARCHIVE"] = "off"
+    task run again."""
     started = time.perf_counter()
     session = _session(master)
     created = time.perf_counter() - started
     one_row = session.range(0, 1, 1, numPartitions=1)
 
-    def passthrough(batches: Any) -> Any:
-        yield from batches
-
     def task() -> float:
         begun = time.perf_counter()
-        one_row.mapInArrow(passthrough, "id long").collect()
+        one_row.mapInArrow(passed_through, "id long").collect()
         return time.perf_counter() - begun
 
     first = task()
     again = statistics.median(task() for _ in range(3))
-    return {"master": master, "archive": archive, "session": created, "first_task": first,
-            "later_task": again}
+    return {"master": master, "session": created, "first_task": first, "later_task": again}
 
 
 def child_local(files: str, threshold: float, out: str) -> dict[str, Any]:
@@ -363,8 +334,10 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
 
     from benchmarks.recluster import synthetic_values
     from crawler.recluster.pool import SketchedDocument
-    from crawler.recluster.spark.run import Plan, cluster, default_partitions
-    from crawler.recluster.spark.sketch import DOCUMENTS, SparkJob, document_row, record_batch
+    from crawler.recluster.spark.run import (
+        SHUFFLE_PARTITIONS, cluster, default_partitions, run_settings,
+    )
+    from crawler.recluster.spark.sketch import DOCUMENTS, SparkJob, document_batch, document_row
     from crawler.recluster.spark.tasks import document_key
     from dedup.params import DedupParams, SketchParams
     from dedup.sketches import MinSketch
@@ -390,10 +363,10 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
                                             int(values[0]) ^ doc)
                     rows.append(document_row(document_key(task, i), made, need, containment))
                     if len(rows) == batch:
-                        yield record_batch(rows)
+                        yield document_batch(rows)
                         rows = []
                 if rows:
-                    yield record_batch(rows)
+                    yield document_batch(rows)
 
     tasks = sc.parallelize(range(len(counts)), len(counts)).map(lambda t: (t,)).toDF("task long")
     made = tasks.mapInArrow(documents, DOCUMENTS).persist()
@@ -403,44 +376,40 @@ def child_scale(master: str, size: int, planted: float, seed: int) -> dict[str, 
         before = _shuffle_bytes(session)
         sc.setJobGroup(run, f"clustering stages, {run} run")
         started = time.perf_counter()
-        # the plan is timed: the engine makes it while the documents are sketched, but on
-        # two cores that are busy sketching, the driver's time is not free. It is told how
-        # many documents there are, as the engine's is once they are counted
-        plan = Plan(session, made, job, size)
-        one_task = plan.small
-        clustered = cluster(plan)
-        kinds = dict(clustered.rows.groupBy("kind").count().collect())
+        with run_settings(session) as held:  # as the engine runs them once it has counted
+            session.conf.set(SHUFFLE_PARTITIONS, str(partitions))
+            clustered = cluster(made, job, held)
+            kinds = dict(clustered.rows.groupBy("kind").count().collect())
         runs.append((time.perf_counter() - started, _shuffle_bytes(session) - before,
                      *_group_work(session, run)))
-        plan.drop()
     (seconds, shuffled, tasks, _, _), (warm, _, warm_tasks, jobs, stages) = runs
     stage_cost = stage_floor(session, partitions)
     return {"size": size, "seconds": seconds, "us_per_doc": seconds / size * 1e6,
             "warm_seconds": warm, "warm_us_per_doc": warm / size * 1e6,
             "task_us_per_doc": tasks / size * 1e6, "warm_task_us_per_doc": warm_tasks / size * 1e6,
             "partitions": partitions, "tasks": len(counts), "rounds": clustered.stats["rounds"],
-            "broadcast": clustered.stats["broadcast"], "one_task": one_task,
             "jobs": jobs, "stages": stages, "stage_floor": stage_cost,
             "kinds": kinds, "shuffle_bytes": shuffled}
 
 
 CHILDREN = {"engine": child_engine, "sparkml": child_sparkml, "startup": child_startup,
-            "scale": child_scale, "local": child_local, "archive": child_archive}
+            "scale": child_scale, "local": child_local}
 
 
 def _child(kind: str, timeout: float | None = None, cpus: int | None = None,
-           on: set[int] | None = None, **kwargs: Any) -> dict[str, Any]:
+           on: set[int] | None = None, tree: Path = _REPO, **kwargs: Any) -> dict[str, Any]:
     """Run one child in a process group of its own (its JVM and Python workers with it), on
-    ``cpus`` CPUs, or on the CPUs ``on`` (None: all); its result as a dict, or
-    ``{"error": ...}``. A JVM that ran out of memory names the error on its own output only:
-    it is added to the child's error."""
+    ``cpus`` CPUs, or on the CPUs ``on`` (None: all), with the code of ``tree`` (this one, or
+    a :class:`Baseline`'s); its result as a dict, or ``{"error": ...}``. A JVM that ran out of
+    memory names the error on its own output only: it is added to the child's error."""
     command = [sys.executable, "-m", "benchmarks.spark", "--child", json.dumps([kind, kwargs])]
     if on is None and cpus is not None:
         on = cpu_set(cpus)
     if on is not None:
         command = ["taskset", "--cpu-list", ",".join(map(str, sorted(on))), *command]
-    child = subprocess.Popen(command, cwd=_REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, start_new_session=True)
+    env = {**os.environ, "PYTHONPATH": str(tree)}  # the tree's packages before the installed
+    child = subprocess.Popen(command, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True, env=env)
     try:
         stdout, stderr = child.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -514,6 +483,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", metavar="N,N,...", default="10000,100000,1000000",
                         help="synthetic documents per scale run, comma-separated; empty: no "
                              "scale part (default: %(default)s)")
+    parser.add_argument("--scale-repeats", type=int, metavar="N", default=1,
+                        help="fresh sessions per size of the scale part; medians are printed "
+                             "(default: %(default)s)")
+    parser.add_argument("--baseline", metavar="COMMIT",
+                        help="also run the scale part from a copy of COMMIT's tree, interleaved "
+                             "with this one's, and print the ratio of their time per document")
     parser.add_argument("--planted", type=float, metavar="FRACTION", default=0.3,
                         help="fraction of near copies among the synthetic sketches "
                              "(default: %(default)s)")
@@ -536,30 +511,70 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         kind, kwargs = json.loads(args.child)
         print(json.dumps(CHILDREN[kind](**kwargs)), flush=True)
-        _stop_active()
         return
 
     results: dict[str, Any] = {"threshold": args.threshold}
-    log("the JVM's class archive, before any timed run")
-    results["archive"] = _child("archive", cpus=2)
     with tempfile.TemporaryDirectory(prefix="neardup-bench-spark-") as work:
         work_dir = Path(work)
         if not args.skip_speed:
             results["speed"] = speed(args, work_dir)
             log("start-up: a fresh session's creation and first Python task")
-            results["startup"] = [
-                _child("startup", cpus=cpus, master=f"local[{cpus}]", archive=archive)
-                for cpus, archive in ((1, True), (2, True), (2, False))]
+            results["startup"] = [_child("startup", cpus=cpus, master=f"local[{cpus}]")
+                                  for cpus in (1, 2)]
         sizes = [int(x) for x in args.sizes.split(",") if x]
-        results["scale"] = []
+        trees = {"this tree": _REPO}
+        if args.baseline and sizes:
+            baseline = Baseline(args.baseline, work_dir / "baseline")
+            trees[baseline.name] = baseline.prepare()
+            results["baseline"] = baseline.name
+        results["scale"] = {name: [] for name in trees}
         for n in sizes:
-            log(f"scale: {n:,} synthetic sketches in local[2]")
-            results["scale"].append(_child("scale", cpus=2, master="local[2]", size=n,
-                                           planted=args.planted, seed=args.seed))
+            for repeat in range(args.scale_repeats):
+                for name, tree in trees.items():
+                    log(f"scale: {n:,} synthetic sketches in local[2], {name}, "
+                        f"{repeat + 1} of {args.scale_repeats}")
+                    results["scale"][name].append(_child(
+                        "scale", cpus=2, tree=tree, master="local[2]", size=n,
+                        planted=args.planted, seed=args.seed))
     if args.json:
         print(json.dumps(results, indent=2))
     else:
         print(render(results))
+
+
+class Baseline:
+    """Another commit's tree, for the scale part to run beside this one's: ``git archive`` of
+    the commit into a directory (no worktree, nothing of it kept), its C helpers built as an
+    install builds them (a wheel) and put in place: without them its estimates would run
+    their Python twins. An older tree that writes a JVM class archive writes it into the
+    same directory, not into the user's cache."""
+
+    def __init__(self, commit: str, directory: Path) -> None:
+        self.commit = commit
+        self.directory = directory
+        self.name = f"baseline {commit}"
+
+    def prepare(self) -> Path:
+        self.directory.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", self.commit], cwd=_REPO, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(self.directory)], input=archive, check=True)
+        wheels = self.directory / "wheel"
+        built = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
+             str(self.directory)], capture_output=True, text=True, check=False)
+        helpers = []
+        for wheel in wheels.glob("*.whl") if not built.returncode else ():
+            with zipfile.ZipFile(wheel) as unpacked:
+                helpers = [n for n in unpacked.namelist() if n.endswith(".so")]
+                unpacked.extractall(self.directory, helpers)
+        if not helpers:
+            log(f"{self.name}: its C helpers did not build; it runs their Python twins")
+        os.environ["NEARDUP_CLASS_ARCHIVE"] = str(self.directory / "class-archive")
+        if "child_archive" in (self.directory / "benchmarks" / "spark.py").read_text():
+            log(f"{self.name}: its JVM class archive, before any timed run")
+            _child("archive", cpus=2, tree=self.directory)
+        return self.directory
 
 
 def corpus(args: argparse.Namespace, work: Path) -> list[Path]:
@@ -726,18 +741,62 @@ def ceiling(files: list[Path], threshold: float, work: Path, repeats: int,
 
 def render(results: dict[str, Any]) -> str:
     out: list[str] = []
-    archive = results.get("archive", {})
-    if "error" in archive:
-        out.append(f"the JVM's class archive: failed: {archive['error']}")
-    elif archive:
-        out.append("the JVM's class archive: " + (
-            f"written by this run's first session ({archive['seconds']:.1f} s)"
-            if archive["written"] else "present from an earlier run") + "; every session maps it")
     if results.get("speed"):
         out += _render_speed(results["speed"], results["threshold"], results.get("startup", []))
-    if results.get("scale"):
-        out += [""] * bool(out) + _render_scale(results["scale"])
+    scale = {name: medians(runs) for name, runs in results.get("scale", {}).items() if runs}
+    for name, runs in scale.items():
+        out += [""] * bool(out) + _render_scale(runs, name)
+    if len(scale) > 1:
+        out += [""] + _render_against(scale["this tree"], scale[results["baseline"]],
+                                      results["baseline"])
     return "\n".join(out)
+
+
+#: the figures of a scale run that a median over repeated runs is taken of
+_MEDIAN = ("seconds", "us_per_doc", "warm_seconds", "warm_us_per_doc", "task_us_per_doc",
+           "warm_task_us_per_doc", "stage_floor", "shuffle_bytes")
+
+
+def medians(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per size: the first good run's, with the medians of :data:`_MEDIAN` over the
+    size's good runs and how many there were (``runs``); a size none of whose runs ended is
+    its first failure.
+
+    >>> medians([{"size": 5, "seconds": 1.0}, {"size": 5, "seconds": 3.0},
+    ...          {"size": 5, "seconds": 2.0}])
+    [{'size': 5, 'seconds': 2.0, 'runs': 3}]
+    """
+    by_size: dict[Any, list[dict[str, Any]]] = {}
+    failed = []
+    for run in runs:
+        if "error" in run:
+            failed.append(run)
+        else:
+            by_size.setdefault(run["size"], []).append(run)
+    rows = []
+    for done in by_size.values():
+        row = {**done[0], "runs": len(done)}
+        for key in _MEDIAN:
+            if key in row:
+                row[key] = statistics.median(r[key] for r in done)
+        rows.append(row)
+    return sorted(rows, key=lambda r: r["size"]) + failed[: not rows]
+
+
+def _render_against(ours: list[dict[str, Any]], theirs: list[dict[str, Any]],
+                    name: str) -> list[str]:
+    """Time per document at each size, this tree's median over the baseline's."""
+    base = {r["size"]: r for r in theirs if "error" not in r}
+    out = [f"this tree against {name}, time per document (medians; goal: within 1.15×):"]
+    for r in ours:
+        b = base.get(r.get("size"))
+        if b is None or "error" in r:
+            continue
+        out.append(f"{r['size']:>12,}  first run {r['us_per_doc']:.0f} against "
+                   f"{b['us_per_doc']:.0f} µs, {r['us_per_doc'] / b['us_per_doc']:.2f}×; "
+                   f"warm {r['warm_us_per_doc']:.0f} against {b['warm_us_per_doc']:.0f} µs, "
+                   f"{r['warm_us_per_doc'] / b['warm_us_per_doc']:.2f}×")
+    return out
 
 
 def _render_speed(speed: dict[str, Any], threshold: float,
@@ -807,10 +866,9 @@ def _render_speed(speed: dict[str, Any], threshold: float,
             continue
         share = ""
         row = rows.get(f"spark {r['master']}", {})
-        if "seconds" in row and r.get("archive", True):
+        if "seconds" in row:
             share = f", {r['first_task'] / row['seconds']:.1%} of its row's median time"
-        archive = "" if r.get("archive", True) else " without the class archive"
-        out.append(f"start-up, {r['master']}{archive}: session {r['session']:.1f} s "
+        out.append(f"start-up, {r['master']}: session {r['session']:.1f} s "
                    "(outside every row); "
                    f"first Python task {r['first_task']:.2f} s (inside each Spark row{share}; "
                    f"the same task again: {r['later_task']:.2f} s)")
@@ -882,10 +940,12 @@ def _task_time(r: dict[str, Any]) -> str:
     return f"{r['task_us_per_doc']:.0f}/{r['warm_task_us_per_doc']:.0f}"
 
 
-def _render_scale(scale: list[dict[str, Any]]) -> list[str]:
-    out = ["scale (clustering stages, synthetic MIN_100 sketches, local[2]; a first run in a "
-           "fresh session, then the same again, warm; task µs/doc: the tasks' own time summed "
-           "over cores, first run / warm):",
+def _render_scale(scale: list[dict[str, Any]], name: str = "this tree") -> list[str]:
+    runs = max((r.get("runs", 1) for r in scale), default=1)
+    out = [f"scale, {name} (clustering stages, synthetic MIN_100 sketches, local[2]; a first "
+           "run in a fresh session, then the same again, warm"
+           + (f"; medians of {runs} sessions" if runs > 1 else "")
+           + "; task µs/doc: the tasks' own time summed over cores, first run / warm):",
            (f"{'documents':>12}{'partitions':>11}{'seconds':>10}{'µs/doc':>10}"
             f"{'warm s':>10}{'warm µs/doc':>13}{'task µs/doc':>13}{'rounds':>8}"
             f"{'shuffle B/doc':>15}")]
@@ -901,14 +961,6 @@ def _render_scale(scale: list[dict[str, Any]]) -> list[str]:
         if sum(r["kinds"].values()) != r["size"]:
             out.append(f"{'':>12}  decisions for {sum(r['kinds'].values()):,} documents, "
                        f"not {r['size']:,}")
-    whole = [f"{r['size']:,}" for r in done if r.get("broadcast")]
-    if whole:
-        out.append(f"the candidate search in one stage, the input broadcast to every task, at "
-                   f"{', '.join(whole)} documents; in six shuffled steps at the other sizes")
-    small = [f"{r['size']:,}" for r in done if r.get("one_task")]
-    if small:
-        out.append(f"decided and numbered in one task after that stage, no greedy round of "
-                   f"their own, at {', '.join(small)} documents")
     if len(done) > 1:
         spread = [max(r[k] for r in done) / min(r[k] for r in done)
                   for k in ("us_per_doc", "warm_us_per_doc")]

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from crawler.cli.common import (
     RunFailed,
@@ -69,10 +69,6 @@ examples:
 A store's kept pages are read with the store's own sketch parameters and content area unless
 flags (or --config/--set) give others: --content-area main compares pages by their main
 content (navigation, sidebars and footers left out), --include/--exclude by CSS selectors.
-
-A local Spark session maps the JVM's classes from an archive that the first one writes (once,
-up to half a minute more) to ~/.cache/neardup: later sessions start in about half the time.
-NEARDUP_CLASS_ARCHIVE=DIR keeps it elsewhere, NEARDUP_CLASS_ARCHIVE=off turns it off.
 """
 
 
@@ -128,18 +124,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "local engine's running fingerprint counts, and the search run again "
                          "without the documents that joined a cluster until the cap cuts where "
                          "the local index's does (which keeps a fingerprint's first --cap "
-                         "representatives; the search keeps its first --cap documents). The "
-                         "local engine's bytes on the benchmark's real pages, for about 1.5x "
-                         "the time (3 searches on 20,000 pages). Default: on when --cap is "
-                         f"below {DEFAULT_CAP}, the default cap (where the faster search "
-                         "decided 0.125%% to 0.43%% of those pages otherwise at a cap of 4, at "
-                         f"most 0.03%% at {DEFAULT_CAP})")
+                         "representatives; the search keeps its first --cap documents): the "
+                         "local engine's clusters, for more passes of the search. Default: on "
+                         f"when --cap is below {DEFAULT_CAP}, the default cap, where the cap "
+                         "bites often enough for the faster search to decide a few documents "
+                         "otherwise")
     sp.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
                     help="with --engine spark: a Spark setting of the session the command "
                          "starts, as spark-submit's --conf (repeatable; e.g. "
                          "spark.driver.memory=8g, spark.local.dir=/big/disk, "
-                         "spark.pyspark.python=PATH for the executors' Python); they win over "
-                         "the engine's own. Under spark-submit, give them to spark-submit")
+                         "spark.pyspark.python=PATH for the executors' Python). Under "
+                         "spark-submit, give them to spark-submit")
     sp.add_argument("--output-format", choices=["jsonl", "parquet"], default="jsonl",
                     help="with --engine spark: jsonl (one file, as the local engine writes) "
                          "or parquet (a dataset directory at --output)")
@@ -160,48 +155,102 @@ def _sources(args: argparse.Namespace) -> Iterator[SourceDocument]:
     return itertools.chain.from_iterable(readers)
 
 
-def run(args: argparse.Namespace) -> int:
-    from crawler.recluster.run import recluster
+#: the options only one engine takes: (flag, what the namespace holds, the engine)
+ENGINE_OPTIONS = (
+    ("--index", "index", "local"),
+    ("--jobs", "jobs", "local"),
+    ("--master", "master", "spark"),
+    ("--partitions", "partitions", "spark"),
+    ("--exact-cap", "exact_cap", "spark"),
+    ("--spark-conf", "spark_conf", "spark"),
+    ("--output-format parquet", "output_format", "spark"),
+)
+#: what an option left out holds
+_UNSET = (None, [], "jsonl")
 
+
+def run(args: argparse.Namespace) -> int:
     if not (args.store or args.warc or args.jsonl or args.html):
         raise UserError(
             "nothing to cluster: "
             "give --store DIR, --warc FILE..., --jsonl FILE... or --html PATH..."
         )
-    if args.cap is not None and args.cap < 1:
-        raise UserError(f"--cap must be at least 1; got {args.cap}")
+    for flag, value in (("--cap", args.cap), ("--jobs", args.jobs),
+                        ("--partitions", args.partitions)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be at least 1; got {value}")
+    manifest = _store_manifest(args.store) if args.store else None
+    config = _config(args, manifest)
+    if args.diff:
+        _check_diff(args, config, manifest)
+    for flag, attr, engine in ENGINE_OPTIONS:
+        if engine != args.engine and getattr(args, attr) not in _UNSET:
+            raise UserError(f"{flag} needs --engine spark" if engine == "spark" else
+                            f"{flag} is an option of --engine local (Spark sizes its own work)")
+    if args.engine == "spark":
+        _check_spark(args, config)
+    elif args.index:
+        _check_index_dir(Path(args.index))
+    if args.diff:
+        return _run_diff(args, config)
+    return (_run_spark if args.engine == "spark" else _run_local)(args, config)
+
+
+def _config(args: argparse.Namespace, manifest: Any) -> Any:
+    """The run's configuration: the config file, --set and the flags, and for a store its own
+    sketch parameters and content area unless flags name others."""
     config = resolve_config(args)
     overrides = {f"dedup.{k}": getattr(args, k) for k in ("threshold", "containment",
                                                           "representative", "cap")
                  if getattr(args, k) is not None}
-    if args.store and not any(getattr(args, k, None) is not None for k in (
+    if manifest is not None and not any(getattr(args, k, None) is not None for k in (
             "shingle_size", "option", "sketch", "sketch_size", "modulus", "seed", "unit")):
-        overrides.update(_store_sketch_params(args.store))
-    area_flags = {f"canonical.{k}": getattr(args, k) for k in ("content_area", "include",
-                                                              "exclude")
-                  if getattr(args, k, None) is not None}
-    if args.store and not area_flags:
-        overrides.update(_store_area(args.store))
-    overrides.update(area_flags)
-    if overrides:
-        config = apply_overrides(config, overrides)
-    if args.jobs is not None and args.jobs < 1:
-        raise UserError(f"--jobs must be at least 1; got {args.jobs}")
-    if args.diff:
-        _check_diff(args, config)
-    if args.engine == "spark":
-        return _run_spark(args, config)
-    for option, value in (("--master", args.master), ("--partitions", args.partitions),
-                          ("--exact-cap", args.exact_cap),
-                          ("--spark-conf", args.spark_conf or None)):
-        if value is not None:
-            raise UserError(f"{option} needs --engine spark")
-    if args.output_format != "jsonl":
-        raise UserError("--output-format parquet needs --engine spark")
-    if args.index:
-        _check_index_dir(Path(args.index))
-    if args.diff:
-        return _run_diff(args, config)
+        overrides.update({f"sketch.{k}": v for k, v in manifest.sketch.to_dict().items()})
+    area = {f"canonical.{k}": getattr(args, k) for k in ("content_area", "include", "exclude")
+            if getattr(args, k, None) is not None}
+    if manifest is not None and not area:
+        area = {f"canonical.{k}": v for k, v in manifest.canonical.to_dict().items()}
+    overrides.update(area)
+    return apply_overrides(config, overrides) if overrides else config
+
+
+def _check_spark(args: argparse.Namespace, config: Any) -> None:
+    """What --engine spark refuses, and its settings read (``args.spark_conf``, a dict from
+    here on)."""
+    if config.dedup.representative == "popular":
+        raise UserError("--engine spark keeps the first member as representative: a 'popular' "
+                        "one moves as its cluster grows, which rounds cannot follow; use "
+                        "--engine local")
+    args.spark_conf = spark_settings(args.spark_conf)
+    if args.output_format == "parquet":
+        if args.diff:
+            raise UserError("--diff writes no clusters file: drop --output-format parquet")
+        if args.output == "clusters.jsonl":  # the default name, for the default format
+            args.output = "clusters.parquet"
+        if args.output == "-":
+            raise UserError("--output-format parquet writes a directory: give -o DIR")
+
+
+@contextmanager
+def _output(args: argparse.Namespace) -> Iterator[IO[str] | None]:
+    """The clusters.jsonl file the run writes (stdout for ``-o -``; None for Parquet, which
+    Spark writes itself)."""
+    if args.output_format == "parquet":
+        yield None
+    elif args.output == "-":
+        yield sys.stdout
+    else:
+        try:
+            handle = open(args.output, "w", encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot write {args.output}: {exc.strerror}") from None
+        with handle:
+            yield handle
+
+
+def _run_local(args: argparse.Namespace, config: Any) -> int:
+    """``--engine local``: this machine's cores (crawler.recluster.run)."""
+    from crawler.recluster.run import recluster
 
     bar = None
     if not args.quiet:
@@ -214,25 +263,19 @@ def run(args: argparse.Namespace) -> int:
         if documents % 256 == 0:
             bar.set_postfix_str(f"{clusters:,} clusters", refresh=False)  # type: ignore[union-attr]
 
-    out = sys.stdout if args.output == "-" else None
     try:
-        handle = out or open(args.output, "w", encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot write {args.output}: {exc.strerror}") from None
-    try:
-        result = recluster(
-            _sources(args), config.sketch, config.dedup, out=handle, index_dir=args.index,
-            jobs=args.jobs, on_progress=progress if bar is not None else None,
-            area=config.canonical,
-        )
+        with _output(args) as handle:
+            result = recluster(
+                _sources(args), config.sketch, config.dedup, out=handle, index_dir=args.index,
+                jobs=args.jobs, on_progress=progress if bar is not None else None,
+                area=config.canonical,
+            )
     except (InputError, StoreError) as exc:
         raise UserError(str(exc)) from None
     finally:
         if bar is not None:
             bar.close()
-        if out is None:
-            handle.close()
-    return _report(args, config, result, to_stderr=out is not None)
+    return _report(args, config, result, to_stderr=args.output == "-")
 
 
 def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bool,
@@ -275,15 +318,35 @@ def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bo
         lines[-2] += f"; on Spark, master {spark['master']}, {cores} core{'s' * (cores != 1)}"
         lines[-2] += "".join(f", {k}={v}" for k, v in spark.get("settings", {}).items())
         if capped and not result.stats.get("exact_cap"):
-            # the search posts every leader, the local index representatives only (README)
+            # the search posts every leader, the local index representatives only (docs/spark.md)
             lines.insert(-1, "where the cap bit, a few documents may join another near duplicate "
                              "than the local engine picks; --exact-cap picks the same")
         elif result.stats.get("exact_cap") and args.exact_cap is None:
             lines.insert(-1, f"a cap below the default of {DEFAULT_CAP} searches as --exact-cap "
                              "does, for the local engine's decisions; --no-exact-cap is faster "
                              "and may decide a few documents otherwise")
+        if _local_is_faster(spark["master"], result.summary.documents):
+            lines.insert(-1, "on one machine an input of this size clusters faster with "
+                             "--engine local")
     print("\n".join(lines), file=sys.stderr if to_stderr else sys.stdout)
     return 0
+
+
+#: documents up to which the local engine, on the cores of one machine, beats Spark's local
+#: mode there (docs/benchmarks.md)
+LOCAL_FASTER = 100_000
+
+
+def _local_is_faster(master: str, documents: int) -> bool:
+    """Whether the summary of a Spark run says that the local engine would have been faster:
+    a run in local mode, on an input under :data:`LOCAL_FASTER` documents.
+
+    >>> _local_is_faster("local[2]", 3_000), _local_is_faster("spark://head:7077", 3_000)
+    (True, False)
+    """
+    from crawler.recluster.spark.kept import on_one_machine
+
+    return on_one_machine(master) and documents < LOCAL_FASTER
 
 
 def _spark_passes(stats: dict[str, int]) -> str:
@@ -301,25 +364,6 @@ def _spark_passes(stats: dict[str, int]) -> str:
 
 def _run_spark(args: argparse.Namespace, config: Any) -> int:
     """``--engine spark``: the same clustering on Apache Spark (crawler.recluster.spark)."""
-    if config.dedup.representative == "popular":
-        raise UserError("--engine spark keeps the first member as representative: a 'popular' "
-                        "one moves as its cluster grows, which rounds cannot follow; use "
-                        "--engine local")
-    for option, value in (("--index", args.index), ("--jobs", args.jobs)):
-        if value:
-            raise UserError(f"{option} is an option of --engine local (Spark sizes its own work)")
-    if args.partitions is not None and args.partitions < 1:
-        raise UserError(f"--partitions must be at least 1; got {args.partitions}")
-    args.spark_conf = spark_settings(args.spark_conf)  # checked, a dict from here on
-    parquet = args.output_format == "parquet"
-    if args.diff:
-        if parquet:
-            raise UserError("--diff writes no clusters file: drop --output-format parquet")
-        return _run_diff(args, config)
-    if parquet and args.output == "clusters.jsonl":  # the default name, for the default format
-        args.output = "clusters.parquet"
-    if parquet and args.output == "-":
-        raise UserError("--output-format parquet writes a directory: give -o DIR")
     from crawler.recluster.spark import recluster_spark, tasks
 
     try:
@@ -327,21 +371,14 @@ def _run_spark(args: argparse.Namespace, config: Any) -> int:
                      id_field=args.id_field, text_field=args.text_field)
     except InputError as exc:
         raise UserError(str(exc)) from None
-    out = sys.stdout if args.output == "-" else None
-    handle = None
-    if not parquet:
-        try:
-            handle = out or open(args.output, "w", encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"cannot write {args.output}: {exc.strerror}") from None
     bar = None
     try:
-        with _spark_session(args) as session:
+        with _output(args) as handle, _spark_session(args) as session:
             if not args.quiet:
                 bar = _SparkBar(work)
             result = recluster_spark(
                 session, work, config.sketch, config.dedup, out=handle,
-                parquet=args.output if parquet else None, partitions=args.partitions,
+                parquet=args.output if handle is None else None, partitions=args.partitions,
                 area=config.canonical, exact_cap=args.exact_cap, on_progress=bar,
             )
             context = session.sparkContext
@@ -354,9 +391,7 @@ def _run_spark(args: argparse.Namespace, config: Any) -> int:
     finally:
         if bar is not None:
             bar.close()
-        if handle is not None and out is None:
-            handle.close()
-    return _report(args, config, result, to_stderr=out is not None, spark=spark)
+    return _report(args, config, result, to_stderr=args.output == "-", spark=spark)
 
 
 class _SparkBar:
@@ -385,7 +420,7 @@ def _spark_session(args: argparse.Namespace) -> Iterator[Any]:
     """The Spark session of ``--master`` (or spark-submit's), stopped after if made here; no
     Java, no PySpark, a bad master or a job that failed is one line (exit status 2 when the
     cluster's setup is the cause, 1 otherwise)."""
-    from crawler.recluster.spark import SparkUnavailable, spark_session, stop_session
+    from crawler.recluster.spark import SparkUnavailable, spark_session
     from crawler.recluster.spark.failures import explain
 
     try:
@@ -409,7 +444,7 @@ def _spark_session(args: argparse.Namespace) -> Iterator[Any]:
         raise (UserError if failure.setup else RunFailed)(failure.line) from None
     finally:
         if made_here:
-            stop_session(session, None if args.quiet else _note)
+            session.stop()
 
 
 def spark_settings(given: list[str]) -> dict[str, str]:
@@ -445,35 +480,23 @@ def _check_index_dir(path: Path) -> None:
         raise UserError(f"cannot create --index {path}: {exc.strerror}") from None
 
 
-def _store_area(path: str) -> dict[str, object]:
-    """A store's own content area, so re-clustering it reads pages as the crawl did."""
+def _store_manifest(path: str) -> Any:
+    """A store's manifest (its sketch parameters and content area), read once per command."""
     from storage.store import Store
 
     try:
         with Store.open(path, readonly=True) as store:
-            return {f"canonical.{k}": v for k, v in store.manifest.canonical.to_dict().items()}
+            return store.manifest
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot open store {path}: {exc}") from None
 
 
-def _store_sketch_params(path: str) -> dict[str, object]:
-    """A store's own sketch parameters, so re-clustering it needs no flags."""
-    from storage.store import Store
-
-    try:
-        with Store.open(path, readonly=True) as store:
-            return {f"sketch.{k}": v for k, v in store.params.to_dict().items()}
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot open store {path}: {exc}") from None
-
-
-def _check_diff(args: argparse.Namespace, config: Any) -> None:
+def _check_diff(args: argparse.Namespace, config: Any, manifest: Any) -> None:
     """``--diff`` reads one store, with the content area its dropped pages' texts were kept in."""
-    if not args.store or args.warc or args.jsonl or args.html:
+    if manifest is None or args.warc or args.jsonl or args.html:
         raise UserError("--diff compares a store's crawl with a re-clustering: give --store "
                         "DIR and no --warc, --jsonl or --html")  # fmt: skip
-    if _store_area(args.store) != {f"canonical.{k}": v
-                                   for k, v in config.canonical.to_dict().items()}:  # fmt: skip
+    if manifest.canonical.to_dict() != config.canonical.to_dict():
         raise UserError("--diff compares with the crawl's dropped pages, whose text was kept "
                         "with the store's content area: drop --diff to re-cluster with another")
 

@@ -11,14 +11,9 @@ representative ("kept"); candidates that joined a cluster are passed over; if ev
 joined one, the document is kept. So a document is decided as soon as the status of every
 candidate *before the first kept one* in its preference order is known (:func:`decide`).
 A document with no candidates is kept at once; the others follow in rounds. Within a round each
-partition takes its documents in input order (:func:`decide_in_order`), so a document whose
-deciding candidates were decided earlier in the same pass is decided too: only a chain of
+partition takes its documents in input order (:func:`decide_in_order`), so only a chain of
 documents that crosses partitions, each waiting on the one before, needs a round per crossing.
-Partitions hold contiguous stretches of the input, so on real corpora two or three rounds
-decide everything.
-
-The Spark engine (:mod:`crawler.recluster.spark`) runs these steps in executors; they are plain
-functions on plain tuples so that they can be tested, and reasoned about, without Spark.
+The Spark engine runs these plain functions in executors (:mod:`crawler.recluster.spark.greedy`).
 
 >>> prefs = preference([(3, 0.95, 0.95), (1, 0.95, 0.96), (2, 0.85, 0.99)], 0.9, None)
 >>> [(e, kind) for e, kind, _ in prefs]
@@ -90,25 +85,19 @@ def decide(
 
 def decide_in_order(
     documents: Iterable[tuple[int, list[Preference], Mapping[int, int]]],
-    unseen: int | None = None,
 ) -> Iterator[tuple[int, tuple[str, int | None, float | None] | None]]:
     """Each document's decision (None: still undecided), taking ``(key, preferences, statuses
     known before the pass)`` in increasing key order; a candidate decided earlier in the same
-    pass counts as known. ``unseen``: the status of a candidate neither known nor decided
-    earlier in the pass (None: undecided). A pass that holds every document with candidates
-    knows that such a candidate has none, so is kept (:data:`KEPT`), and decides them all.
+    pass counts as known.
 
-    >>> one = [(1, "near_duplicate", 0.9)]
-    >>> list(decide_in_order([(5, one, {})]))
+    >>> list(decide_in_order([(5, [(1, "near_duplicate", 0.9)], {})]))
     [(5, None)]
-    >>> list(decide_in_order([(5, one, {})], unseen=KEPT))
-    [(5, ('near_duplicate', 1, 0.9))]
     """
     here: dict[int, int] = {}
     for d, prefs, known in documents:
         status = {}
         for e, _, _ in prefs:
-            got = known.get(e, here.get(e, unseen))
+            got = known.get(e, here.get(e))
             if got is not None:
                 status[e] = got
         decision = decide(prefs, status)

@@ -6,7 +6,8 @@ PySpark installs, listening on 127.0.0.1 only. The command then runs as a user r
 a cluster, in a process of its own: its tasks run in two executor JVMs that the workers start
 in their work directory, with Python workers that each executor starts, and every shuffle
 crosses from one executor to the other; what local mode shares (one JVM, one working
-directory, the driver's Python) is not shared here.
+directory, the driver's Python) is not shared here. Every test here takes a JVM or more of its
+own: they are all slow.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ pyspark = pytest.importorskip("pyspark")
 from crawler.cli import main
 from tests.crawler.test_recluster import truth_corpus, warc_pages
 from tests.crawler.test_spark import planted_corpus, without_timing
+
+pytestmark = pytest.mark.slow
 
 SPARK_CLASS = Path(pyspark.__file__).with_name("bin") / "spark-class"
 #: how long a master or a worker may take to say it is ready
@@ -94,18 +97,63 @@ def standalone(tmp_path_factory):
             daemon.kill()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def nobody_answers(tmp_path_factory):
+    """The command on a master URL where no master listens, started as the module starts:
+    Spark tries to register with it for a minute before it gives up (three tries, twenty
+    seconds apart, fixed in Spark's standalone client: no setting makes them fewer), and that
+    minute passes while the other tests run. Their own applications run on the module's
+    cluster; this one never reaches any."""
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nothing listens on once this closes
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    home = tmp_path_factory.mktemp("nobody")
+    (home / "t.jsonl").write_text('{"id": 1, "text": "a document"}\n')
+    url = f"spark://127.0.0.1:{port}"
+    started = started_command(url, home, sys.executable, "--jsonl", "t.jsonl", "-o", "c.jsonl")
+    yield url, started
+    if started.process.poll() is None:  # its test was not run
+        started.process.kill()
+        started.process.communicate()
+
+
 def command(cluster: Standalone, cwd: Path, python: str, *argv: str):
     """``neardup recluster --engine spark`` on the cluster, in a process of its own in ``cwd``,
     its driver on loopback, its executors running ``python``."""
+    return started_command(cluster.url, cwd, python, *argv).communicate(timeout=600)
+
+
+class Done:
+    """What a command left: its exit status and its output."""
+
+    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+class Started:
+    """A command running in a process of its own, to be waited for."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+
+    def communicate(self, timeout: float) -> Done:
+        stdout, stderr = self.process.communicate(timeout=timeout)
+        return Done(self.process.returncode, stdout, stderr)
+
+
+def started_command(master: str, cwd: Path, python: str, *argv: str) -> Started:
+    """:func:`command`, started and not waited for."""
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     for inherited in ("PYSPARK_PYTHON", "PYSPARK_GATEWAY_PORT"):  # the setting must do it
         env.pop(inherited, None)
-    return subprocess.run(
+    return Started(subprocess.Popen(
         [sys.executable, "-m", "crawler.cli", "recluster", "--engine", "spark",
-         "--master", cluster.url, "--spark-conf", "spark.driver.host=127.0.0.1",
+         "--master", master, "--spark-conf", "spark.driver.host=127.0.0.1",
          "--spark-conf", f"spark.pyspark.python={python}", *argv, "--quiet"],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ))
 
 
 def test_on_a_cluster_the_command_writes_what_the_local_engine_writes(
@@ -142,18 +190,16 @@ def test_on_a_cluster_the_command_writes_what_the_local_engine_writes(
 
 #: a PySpark application that runs the engine as a library on the cluster, and kills the
 #: application's executors (every JVM the worker started for it) the moment the engine logs
-#: that the greedy rounds are decided (its last argument ``rounds``: the search in six stages,
-#: then the rounds), or that the candidates are (``one task``: a small input's search, then
-#: one task decides): what they hold then (the preferences, the rounds' steps or the search's
-#: output, the documents) is gone, and the numbering and the write still have to read it
+#: that the greedy rounds are decided: what they hold then (the preferences, the rounds' steps,
+#: the documents) is gone, and the numbering and the write still have to read it
 LOSES_ITS_EXECUTORS = """
 import json, logging, os, signal, sys
 from pathlib import Path
-from crawler.recluster.spark import recluster_spark, spark_session, stop_session, tasks
+from crawler.recluster.spark import recluster_spark, spark_session, tasks
 from dedup.params import DedupParams, SketchParams
 
-master, pages, out, way = sys.argv[1:]
-lost_after = "estimates and greedy rounds" if way == "rounds" else "candidates"
+master, pages, out = sys.argv[1:]
+lost_after = "estimates and greedy rounds"
 session, _ = spark_session(master, {"spark.driver.host": "127.0.0.1"})
 app = session.sparkContext.applicationId.encode()
 killed = []
@@ -179,42 +225,31 @@ logger.setLevel(logging.DEBUG)
 logger.addHandler(LoseTheExecutors())
 with open(out, "w", encoding="utf-8") as fh:
     result = recluster_spark(session, tasks(html=[pages]), SketchParams(),
-                             DedupParams(threshold=0.8), out=fh,
-                             broadcast=0 if way == "rounds" else None)
-conf = {key: session.conf.get(key) for key in (
-    "spark.sql.adaptive.enabled", "spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode",
-    "spark.sql.ui.explainMode")}
+                             DedupParams(threshold=0.8), out=fh)
 print(json.dumps({"app": app.decode(), "killed": len(killed),
-                  "documents": result.summary.documents, "conf": conf}))
-stop_session(session)
+                  "documents": result.summary.documents}))
+session.stop()
 """
 
 
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds executors in /proc")
-@pytest.mark.parametrize("way", ["rounds", "one task"])
 def test_executors_lost_after_the_rounds_are_computed_again_and_the_output_is_the_same(
-        standalone, tmp_path, monkeypatch, capsys, way):
+        standalone, tmp_path, monkeypatch, capsys):
     """A lost executor (a preempted node) takes what it kept with it. Spark computes it again
     from its lineage, so the run goes on and writes what the local engine writes; a local
-    checkpoint, which cannot be computed again, failed the run here
-    (``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``). Lost after the greedy rounds, or after a small
-    input's search, before the one task that decides it."""
+    checkpoint, which cannot be computed again, would fail the run
+    (``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``)."""
     planted_corpus(tmp_path / "pages")
     app = tmp_path / "app.py"
     app.write_text(LOSES_ITS_EXECUTORS)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     env.pop("PYSPARK_GATEWAY_PORT", None)
-    done = subprocess.run([sys.executable, str(app), standalone.url, "pages", "spark.jsonl", way],
+    done = subprocess.run([sys.executable, str(app), standalone.url, "pages", "spark.jsonl"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
                           check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["killed"] >= 1  # the executor was there to lose, and was lost
-    # a session the engine starts on a cluster plans as a local one does (README)
-    assert report["conf"] == {"spark.sql.adaptive.enabled": "false",
-                              "spark.sql.codegen.wholeStage": "false",
-                              "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-                              "spark.sql.ui.explainMode": "simple"}
     monkeypatch.chdir(tmp_path)
     assert main(["recluster", "--html", "pages", "--threshold", "0.8", "-o", "local.jsonl",
                  "--quiet"]) == 0
@@ -247,21 +282,15 @@ def test_executors_whose_python_lacks_neardup_or_is_missing_are_one_line(standal
         assert "Traceback" not in done.stderr
 
 
-def test_a_master_that_does_not_answer_is_one_line_after_spark_gives_up(tmp_path):
+def test_a_master_that_does_not_answer_is_one_line_after_spark_gives_up(nobody_answers):
     """A master URL that is well formed but where no master listens (a typo in the port, a
     master not started): Spark tries for a minute, stops the context and says why only in its
     log; the command ends with one line that says so, exit status 2."""
-    import socket
-
-    with socket.socket() as probe:  # a loopback port nothing listens on once this closes
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    (tmp_path / "t.jsonl").write_text('{"id": 1, "text": "a document"}\n')
-    nobody = Standalone(f"spark://127.0.0.1:{port}", tmp_path)
-    done = command(nobody, tmp_path, sys.executable, "--jsonl", "t.jsonl", "-o", "c.jsonl")
+    url, started = nobody_answers
+    done = started.communicate(timeout=600)
     assert done.returncode == 2, done.stderr[-3000:]
     last = done.stderr.strip().splitlines()[-1]
-    assert last == (f"neardup recluster: error: cannot start Spark on {nobody.url}: "
+    assert last == (f"neardup recluster: error: cannot start Spark on {url}: "
                     "java.lang.IllegalStateException: Cannot call methods on a stopped "
                     "SparkContext. (Spark gave up on the master: is it running, and reachable "
                     "from here? Spark's log above says why)"), last

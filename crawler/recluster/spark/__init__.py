@@ -1,48 +1,24 @@
 """``neardup recluster --engine spark``: the same re-clustering, distributed by Apache Spark.
 
 Same tokens, same sketches, same decisions as the single-machine engine
-(:func:`crawler.recluster.run.recluster`), with no single-process stage that holds more than
-a partition of the input:
+(:func:`crawler.recluster.run.recluster`), one path for every input, and no stage that holds
+more than a partition of the input in one process (docs/spark.md): the input cut into tasks
+(:mod:`.tasks`), read and sketched in executors (:mod:`.sketch`), exact duplicates and the
+candidate search in six shuffled steps (:mod:`.candidates`, :mod:`.search_steps`,
+:mod:`.postings`), Broder's greedy clustering in rounds (:mod:`.greedy`,
+:mod:`crawler.recluster.rounds`), cluster ids (:mod:`.numbering`), and the run end to end
+(:mod:`.run`); ``--diff`` through the same stages (:mod:`.diff`).
 
-1. :mod:`~crawler.recluster.spark.tasks`: the input cut into tasks on the driver, one per WARC
-   or JSON Lines file, chunks of HTML files or store pages; a document's key is its place in
-   the input, never its partition, so reruns and any number of partitions give the same output.
-2. :mod:`~crawler.recluster.spark.sketch`: each task read and sketched in an executor by the
-   local engine's own per-document function; rows reach the JVM as Arrow batches.
-3. :mod:`~crawler.recluster.spark.candidates`: exact duplicates by content hash, candidate pairs
-   from the pigeonhole part of each sketch under the boilerplate cap, estimates and preference
-   orders, planned on the driver; each step's work in an executor is
-   :mod:`~crawler.recluster.spark.search_steps`'s, on numpy arrays
-   (:mod:`~crawler.recluster.spark.postings`); a small input's search is one stage of
-   :mod:`~crawler.recluster.spark.broadcast_steps`, the whole input broadcast to every task.
-4. :mod:`~crawler.recluster.spark.greedy`: Broder's greedy clustering in rounds. An input of
-   a partition's worth at most is decided and numbered in one task after its one-stage
-   search, which also finds its exact duplicates (:mod:`~crawler.recluster.spark.small_input`).
-5. :mod:`~crawler.recluster.spark.run`: cluster ids in input order, the summary, and
-   clusters.jsonl or Parquet.
-
-:mod:`~crawler.recluster.spark.diff` runs ``--store DIR --diff`` through the same stages. Every
-step that runs Python in the executors goes through :mod:`~crawler.recluster.spark.steps`; a job
-that fails is told in one line by :mod:`~crawler.recluster.spark.failures`; each job says in
-Spark's UI which step it is (:mod:`~crawler.recluster.spark.described`).
-
-Where the two engines can differ: only through the cap. The local engine's postings hold
-representatives only; here they hold every leader that might become one, so a fingerprint in
-the indexed part of more than ``cap`` near-identical leaders is cut where the local index is
-not (and the local engine, which picks the "rarest" part from the counts seen so far, indexes
-common fingerprints early in a corpus where this engine does not). Both report how often the
-cap bit (``capped``); the benchmark counts the documents decided differently under a small cap.
-``--exact-cap`` closes both gaps: it ranks each part by the local clusterer's own running
-count-min estimates, and searches again without the leaders that joined a cluster. It is the
-default below the default cap, where the cap bites often enough for the gaps to matter
-(:func:`~crawler.recluster.spark.sketch.exact_cap_wanted`).
-
-The popular representative is refused: it changes as its cluster grows, so whether a document
-joins depends on every member before it, not on its candidates alone.
+The engines can differ only where the boilerplate cap cuts a fingerprint's postings: the local
+index posts representatives only, this search every leader that may become one, and the two
+rank a document's indexed part by different counts. ``--exact-cap`` closes both gaps, and is
+the default below the default cap (:func:`.sketch.exact_cap_wanted`). The popular
+representative is refused: it changes as its cluster grows, so whether a document joins
+depends on every member before it, not on its candidates alone.
 """
 
 from crawler.recluster.spark.run import recluster_spark
-from crawler.recluster.spark.session import SparkUnavailable, spark_session, stop_session
+from crawler.recluster.spark.session import SparkUnavailable, spark_session
 from crawler.recluster.spark.tasks import Task, tasks
 
-__all__ = ["SparkUnavailable", "Task", "recluster_spark", "spark_session", "stop_session", "tasks"]
+__all__ = ["SparkUnavailable", "Task", "recluster_spark", "spark_session", "tasks"]

@@ -1,60 +1,41 @@
 """Exact duplicates, candidate pairs and their estimates: which earlier documents each document
-could join, in the order greedy clustering prefers them.
+could join, in the order greedy clustering prefers them (docs/spark.md, stages 3 to 5).
 
-1. **Exact duplicates** by content hash: the first document of each hash (its *leader*) is
-   clustered; every later copy joins its leader's cluster, as the local index's exact table
-   makes it.
-2. **Candidates.** Each leader indexes the rarest part of its sketch that
-   :func:`dedup.cluster.indexed_count` proves sufficient (rarest by the corpus's own
-   fingerprint counts, ties by the smaller value, as :class:`dedup.frequency.FingerprintFrequency`
-   breaks them; with ``exact_cap``, by that count-min sketch's own estimates at the leader's
-   place in the input, as the local clusterer picks it), joined on fingerprint with every
-   leader's whole sketch. A fingerprint's postings are cut at the boilerplate cap (the
-   ``cap`` lowest keys, as the local index keeps the lowest cluster ids; where the cap
-   bites, a leader that joined a cluster can take a place the local index gives to a
-   representative, which ``exact_cap`` corrects with more passes, :meth:`Search.settled`); a
-   pair is estimated only when it meets :func:`dedup.cluster.hits_needed` indexed fingerprints
-   (under the containment rule, when the resemblance bound allows it), in the local engine's
-   arithmetic. This fingerprint-level work, a hundred values per document, is numpy's in
-   executors (:mod:`.postings`, run by the steps of :mod:`.search_steps`); Spark moves the
-   arrays between the steps.
-3. **Estimates and preferences**, in executors: the pairs worth estimating stay in the
-   partition that judged them, and each sketch they need is served there once (a template page
-   that is a candidate of thousands of pages crosses the network once per partition, not once
-   per pair); :func:`dedup.estimators.estimate` on each pair's sketches, then
-   :func:`crawler.recluster.rounds.preference` orders a document's qualifying candidates as the
-   sequential clusterer would try them.
+The first document of each content hash (its *leader*) is clustered; every later copy joins
+its leader's cluster, as the local index's exact table makes it. Each leader indexes the rarest
+part of its sketch that :func:`dedup.cluster.indexed_count` proves sufficient, met on
+fingerprint with every leader's sketch and cut at the boilerplate cap; a pair is estimated only
+when it meets :func:`dedup.cluster.hits_needed` indexed fingerprints, in the local engine's
+arithmetic; :func:`crawler.recluster.rounds.preference` orders each document's qualifying
+candidates. The work is numpy's in executors (:mod:`.postings`, run by :mod:`.search_steps`);
+Spark moves packed arrays between the steps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 # not `from crawler.recluster.spark import ...`: that names the package, whose __init__ imports
 # this module (tests/test_layers.py counts it a cycle)
-import crawler.recluster.spark.broadcast_steps as whole
 import crawler.recluster.spark.search_steps as step
 from crawler.recluster.spark.postings import unpack
 from crawler.recluster.spark.routes import routes
+from crawler.recluster.spark.search_steps import MOVED, PACKED, PREFERENCES, Kind
 from crawler.recluster.spark.sketch import SparkJob
 from crawler.recluster.spark.steps import python_step
 
-__all__ = [
-    "PREFERENCES", "TALLIED", "BroadcastSearch", "Search", "pruning_bound", "split_copies",
-]
+__all__ = ["PREFERENCES", "TALLIED", "Search", "pruning_bound", "split_copies"]
 
-#: a document's qualifying candidates, ``pos`` 0 first: (document, place in its preference
-#: order, candidate, decision kind if it joins that candidate, estimated resemblance)
-PREFERENCES = "d long, pos int, e long, kind string, r double"
 #: buckets per partition: a bucket travels to its partition under its route (:mod:`.routes`);
 #: many small buckets let a skewed fingerprint or document weigh little
 _BUCKETS_PER_PARTITION = 16
 #: the counters of :func:`.postings.tally`, in its order, but for its last (``Search.waiting``)
 #: and the count the verdicts add after it (``Search.changed``)
 TALLIED = ("comparisons", "pruned", "capped", "capped_documents")
+#: the rows of :attr:`Kind.LONG` and of :attr:`Kind.CHANGED`
+_LONG, _CHANGED = "key long, top long", "d long"
 
 
 def split_copies(documents: Any) -> tuple[Any, Any]:
@@ -79,25 +60,14 @@ def split_copies(documents: Any) -> tuple[Any, Any]:
 
 
 class Search:
-    """The candidate search of one run, from the leaders to their :data:`PREFERENCES`.
-
-    Six shuffles, each bringing together what one step of :mod:`.postings` needs: the rows of
-    a fingerprint (to count it; to meet its postings), of a document (to pick its rarest part;
-    to sum its pairs), of a sketch (to serve it to the partitions whose pairs need it), of a
-    partition's pairs (to estimate them). What Spark moves is a few packed arrays per bucket of
-    fingerprints, documents or sketches, not a row per fingerprint or per pair.
-
+    """The candidate search of one run, from the leaders to their :data:`PREFERENCES`: six
+    shuffles, each bringing together the packed arrays one step of :mod:`.postings` needs.
     ``preferences`` is the DataFrame of the result; :meth:`stats` runs the search up to the
-    verdicts (cached, for the preferences) and sets ``waiting``, the documents with a pair to
-    estimate; :meth:`release` unpersists what the search cached, once the preferences are
-    checkpointed.
-    """
+    verdicts (cached, for the preferences); :meth:`unpersist` releases what it cached."""
 
-    #: documents with a pair to estimate, once :meth:`stats` has run: the most that can wait
-    #: for a greedy round (a pair may estimate below the threshold)
+    #: once :meth:`stats` has run: documents with a pair to estimate (the most that can wait
+    #: for a greedy round), and those whose pairs this pass estimates (:meth:`settled`)
     waiting: int | None = None
-    #: documents whose pairs this pass estimates: in a pass after the first, those whose
-    #: pairs differ from the pass before's (:meth:`settled`), once :meth:`stats` has run
     changed: int | None = None
 
     def __init__(self, leaders: Any, job: SparkJob, sketched: Any) -> None:
@@ -106,7 +76,7 @@ class Search:
         running count-min estimates over them (:func:`.postings.rarest_counted`) rather than
         by the corpus's counts, for the local engine's very postings."""
         partitions = job.partitions
-        buckets = routes(partitions * _BUCKETS_PER_PARTITION, partitions)
+        buckets = routes(leaders.sparkSession, partitions * _BUCKETS_PER_PARTITION, partitions)
         bound = pruning_bound(job)
         of = of_kind
 
@@ -117,50 +87,45 @@ class Search:
             return union.repartition(partitions, "bucket")
 
         as_local = job.exact_cap and job.need > 0  # else every fingerprint is indexed
-        moves = step.MOVED
         spread = python_step(leaders.select("key", "fps", "k", "least", "den", "sketch"),
-                             step.spread(buckets, own=as_local), moves).persist()
-        counted = python_step(moved(of(spread, step.HELD)), step.count(buckets), moves).persist()
+                             step.spread(buckets, own=as_local), MOVED).persist()
+        counted = python_step(moved(of(spread, Kind.HELD)), step.count(buckets), MOVED).persist()
         self._cached = [spread, counted]
         if as_local:
             # the count-min counters as the local clusterer fills them, in input order: a
             # shuffle by counter, then each count back to its document
-            hits = python_step(sketched.select("key", "fps"), step.hits(buckets), moves)
-            running = python_step(moved(hits), step.running(buckets), moves)
+            hits = python_step(sketched.select("key", "fps"), step.hits(buckets), MOVED)
+            running = python_step(moved(hits), step.running(buckets), MOVED)
             posted = python_step(  # cached: every search reads it
-                moved(of(spread, step.DOCUMENT), of(spread, step.OWN), running),
-                step.index_counted(buckets), moves).persist()
+                moved(of(spread, Kind.DOCUMENT), of(spread, Kind.OWN), running),
+                step.index_counted(buckets), MOVED).persist()
             self._cached.append(posted)
         else:
-            posted = python_step(moved(of(spread, step.DOCUMENT), of(counted, step.COUNTED)),
-                                 step.index(buckets), moves)
+            posted = python_step(moved(of(spread, Kind.DOCUMENT), of(counted, Kind.COUNTED)),
+                                 step.index(buckets), MOVED)
 
         def search(left_out: Any, before: Any = None) -> tuple[Any, Any]:
             """One pass from the postings to the preferences: its verdicts and preferences.
             ``before``: the verdicts of the pass before, whose pairs this one's are compared
             with; then only the documents whose pairs changed are estimated again."""
-            met = python_step(moved(of(counted, step.MEMBER), posted),
-                              step.meet(buckets, job.dedup.cap, left_out, job.exact_cap), moves)
-            judging = [of(spread, step.DOCUMENT), met]
+            met = python_step(moved(of(counted, Kind.MEMBER), posted),
+                              step.meet(buckets, job.dedup.cap, left_out, job.exact_cap), MOVED)
+            judging = [of(spread, Kind.DOCUMENT), met]
             again = before is not None
             if again:  # the pairs kept before, to the partition that kept them
-                judging.append(of(before, step.KEPT).selectExpr(
-                    "bucket", f"CAST({step.BEFORE} AS BYTE) AS kind", "data"))
+                judging.append(of(before, Kind.KEPT).selectExpr(
+                    "bucket", f"CAST({int(Kind.BEFORE)} AS BYTE) AS kind", "data"))
             judged = python_step(moved(*judging), step.verdicts(bound, buckets, left_out, again),
-                                 moves).persist()
-            pairs = step.FRESH if again else step.KEPT
-            served = python_step(moved(of(judged, step.WANTED), of(spread, step.SKETCH)),
-                                 step.serve, moves)
+                                 MOVED).persist()
+            pairs = Kind.FRESH if again else Kind.KEPT
+            served = python_step(moved(of(judged, Kind.WANTED), of(spread, Kind.SKETCH)),
+                                 step.serve, MOVED)
             return judged, python_step(moved(of(judged, pairs), served),
                                        step.prefer(job.dedup.threshold, job.dedup.containment,
                                                    pairs), PREFERENCES)
 
-        self._begin(search, leaders)
-
-    def _begin(self, search: Callable[..., tuple[Any, Any]], leaders: Any) -> None:
-        """The first pass planned by ``search(left_out, before)``: the verdicts of a pass (left
-        out: a broadcast array; before: the verdicts of the pass before, None for the first),
-        and its preferences."""
+        #: plans a pass: its verdicts and preferences from the leaders ``left_out`` (None, or a
+        #: broadcast array) and the verdicts of the pass ``before`` (None in the first)
         self._search = search
         self._context = leaders.sparkSession.sparkContext
         self._left_out = np.empty(0, dtype=np.int64)
@@ -179,23 +144,14 @@ class Search:
         fingerprint's ``cap`` lowest of them; this search posts every leader. The decisions
         are final when no leader that joined a cluster sits among the ``cap + 1`` lowest
         postings of a fingerprint the cap cuts, and every leader left out still joined one
-        (:func:`.postings.contested`): the search then found what the local index finds.
-        Otherwise the joined leaders are left out of the postings and the search runs again.
-        Whether a document's candidates are right depends only on the documents before it, so
-        each pass settles a longer stretch of the input (the first document it got wrong is
-        right in the next, so the passes end). No pass is needed when the first cut nothing
-        (:meth:`stats`' ``capped`` 0).
-
-        A pass after the first compares each document's pairs with the pass before's and
-        estimates only the pairs of the documents whose pairs changed (:attr:`changed`); the
-        others keep their preferences: a candidate newly left out joined a cluster, so the
-        rounds passed over it anyway. On 20,000 real pages at the default cap, of the 17,234
-        documents with a pair to estimate, the second pass estimated again the pairs of 1,165,
-        the third of 1 (at a cap of 4: 3,554 and 529 of 18,004)."""
+        (:func:`.postings.contested`). Otherwise the joined leaders are left out of the
+        postings and the search runs again; each pass settles a longer stretch of the input,
+        so the passes end. A later pass estimates only the pairs of the documents whose pairs
+        changed (:attr:`changed`); the others keep their preferences (a candidate newly left
+        out joined a cluster, so the rounds passed over it anyway)."""
         joined = decisions.where("kind != 'kept'").select("key")
-        long = python_step(of_kind(self._judged, step.LONG), step.as_rows("key", "top"),
-                           "key long, top long")
-        rows = python_step(long.join(joined, "key"), step.packed_keys, "data binary").collect()
+        long = python_step(of_kind(self._judged, Kind.LONG), step.as_rows(_LONG), _LONG)
+        rows = python_step(long.join(joined, "key"), step.packed_keys, PACKED).collect()
         key, top = unpack([r.data for r in rows], 2)
         left_out = np.unique(key)
         back = np.setdiff1d(self._left_out, left_out, assume_unique=True)
@@ -207,7 +163,8 @@ class Search:
         before = self._judged
         self._spent.append(before)  # read by this pass's verdicts, then released (stats)
         self._judged, fresh = self._search(self._broadcasts[-1], before)
-        changed = python_step(of_kind(self._judged, step.CHANGED), step.as_rows("d"), "d long")
+        changed = python_step(of_kind(self._judged, Kind.CHANGED), step.as_rows(_CHANGED),
+                              _CHANGED)
         self.preferences = prefs.join(changed, "d", "left_anti").unionByName(fresh)
         self.passes += 1
         return False
@@ -217,7 +174,7 @@ class Search:
         (``comparisons``) and skipped by the bound (``pruned``), fingerprints the cap cut
         (``capped``) and the documents they belong to."""
         total = np.zeros(len(TALLIED) + 2, dtype=np.int64)
-        for row in of_kind(self._judged, step.TALLY).select("data").collect():
+        for row in of_kind(self._judged, Kind.TALLY).select("data").collect():
             total += np.frombuffer(row.data, dtype=np.int64)
         self.waiting, self.changed = int(total[-2]), int(total[-1])
         for spent in self._spent:  # the verdicts before, compared and no longer read
@@ -225,55 +182,11 @@ class Search:
         self._spent.clear()
         return dict(zip(TALLIED, map(int, total)))
 
-    def release(self) -> None:
+    def unpersist(self) -> None:
         """Unpersist the steps cached on the way, and the sets of leaders left out that were
-        broadcast; call once the preferences are checkpointed."""
+        broadcast; call once the preferences are kept (a second call does nothing more)."""
         for held in (*self._cached, *self._spent, self._judged, *self._broadcasts):
             held.unpersist()
-
-
-class BroadcastSearch(Search):
-    """The same search for a small input (``job.broadcast`` documents at most: no more than a
-    partition of :class:`Search` holds, :data:`~.run.DOCUMENTS_PER_PARTITION`), in one stage
-    instead of six: Spark broadcasts every leader's fingerprints and sketch to each of
-    ``job.partitions`` tasks, which search for their share of the documents
-    (:mod:`.broadcast_steps`). Each task counts and indexes the whole input again, cheap at
-    this size; what the stage saves is five stages and the driver's planning of about twenty
-    frames (unions, filters, repartitions), most of what a small input's search costs. Same candidates, counters and passes
-    as :class:`Search`'s (a test runs both)."""
-
-    def __init__(self, leaders: Any, job: SparkJob, sketched: Any) -> None:
-        from pyspark.sql import functions as F
-
-        one = routes(1, 1)  # what spread() packs for one bucket: all of it
-        counted = job.exact_cap and job.need > 0  # as in Search
-        columns = ("key", "fps", "k", "least", "den", "sketch")
-        gathered = python_step(leaders.select(*columns), step.spread(one), step.MOVED)
-        if counted:
-            gathered = gathered.unionByName(
-                python_step(sketched.select("key", "fps"), step.hits(one), step.MOVED))
-        self._cached: list[Any] = []
-        if job.exact_cap:  # each pass of the search broadcasts it again
-            gathered = gathered.persist()
-            self._cached.append(gathered)
-        shares = job.partitions
-        everywhere = (leaders.sparkSession.range(0, shares, 1, shares)
-                      .withColumnRenamed("id", whole.SHARE).crossJoin(F.broadcast(gathered)))
-        dedup, bound = job.dedup, pruning_bound(job)
-
-        def search(left_out: Any, before: Any = None) -> tuple[Any, Any]:
-            # a later pass compares its pairs with those of the pass before, made again here
-            # from the leaders left out then (the broadcast before this pass's, if any)
-            before_left_out = self._broadcasts[-2] if len(self._broadcasts) > 1 else None
-            share = whole.search_share(
-                shares, dedup.cap, bound, dedup.threshold, dedup.containment,
-                exact_cap=job.exact_cap, counted=counted, left_out=left_out,
-                before=before_left_out, again=before is not None)
-            judged = python_step(everywhere, share, step.MOVED).persist()
-            return judged, python_step(of_kind(judged, whole.PREFERENCES), whole.preferences,
-                                       PREFERENCES)
-
-        self._begin(search, leaders)
 
 
 def pruning_bound(job: SparkJob) -> float | None:
@@ -285,6 +198,6 @@ def pruning_bound(job: SparkJob) -> float | None:
     return job.dedup.threshold if containment is None else min(job.dedup.threshold, containment)
 
 
-def of_kind(frame: Any, kind: int) -> Any:
+def of_kind(frame: Any, kind: Kind) -> Any:
     """The rows of moved arrays of one kind."""
-    return frame.where(f"kind = {kind}")  # SQL text: one round trip to the JVM
+    return frame.where(f"kind = {int(kind)}")  # SQL text: one round trip to the JVM

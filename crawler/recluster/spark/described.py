@@ -1,10 +1,7 @@
 """What a run's jobs are called in Spark's UI and event log: ``neardup: greedy round 1`` and
 the like, instead of the line of the engine whose action started them (``collect at
-.../candidates.py:199``), which tells someone watching a run of several hours nothing.
-
-Spark names a job by the ``spark.job.description`` property of the thread that starts it. A
-description the caller set (``setJobGroup`` sets one) stays in front of the engine's, and is
-the thread's again once the block ends.
+.../candidates.py:199``). Spark names a job by the ``spark.job.description`` property of the
+thread that starts it; a description the caller set stays in front of the engine's.
 """
 
 from __future__ import annotations

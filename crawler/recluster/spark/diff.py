@@ -1,12 +1,7 @@
 """``neardup recluster --store DIR --diff --engine spark``: the local ``--diff``, re-clustered
-on Spark.
-
-The driver lists the store's document ids (:func:`~crawler.recluster.spark.tasks.diff_tasks`),
-executors read each chunk as the local engine reads the store
-(:func:`crawler.recluster.diff.diff_documents`: pages, kept texts, what cannot be compared as
-skip reasons), the Spark engine clusters them, and the driver compares its clusters.jsonl lines
-with the crawl's records (:func:`crawler.recluster.diff.compare`), as the local ``--diff`` does:
-same store, same parameters, same report.
+on Spark. Executors read chunks of the store's document ids as the local engine reads the
+store (:func:`crawler.recluster.diff.diff_documents`); the driver compares the clusters with
+the crawl's records (:func:`crawler.recluster.diff.compare`): the same report.
 """
 
 from __future__ import annotations

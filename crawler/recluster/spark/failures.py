@@ -1,11 +1,9 @@
 """A Spark job that failed, told in one line.
 
-A failed job reaches the driver as a Java exception wrapped by py4j or PySpark, whose text
-holds Spark's whole story: every failed attempt, a Java stack trace, and the Python worker's
-traceback inside it. What the user needs is its last word, and what to do when the cause is the
-cluster's setup rather than the input (which never fails a job: bad documents are skipped).
-The common setup mistake on a cluster is a Python on the executors without neardup: PySpark
-runs ``python3`` there unless told otherwise, and that one cannot import the engine.
+A failed job reaches the driver as a Java exception whose text holds Spark's whole story (every
+attempt, a Java stack trace, the Python worker's traceback). The user needs its last word, and
+what to do when the cluster's setup is the cause (bad documents never fail a job): most often
+a Python on the executors without neardup (PySpark runs ``python3`` there unless told).
 """
 
 from __future__ import annotations
@@ -64,8 +62,8 @@ def last_word(text: str) -> str:
     ...           "call last):\\n  File \\"x.py\\", line 1\\nMemoryError\\n")
     'MemoryError'
     >>> last_word("Job aborted due to stage failure: Task 0 in stage 1.0 failed 4 times, most "
-    ...           "recent failure: java.lang.OutOfMemoryError: Java heap space\\n\\tat x")
-    'Task 0 in stage 1.0 failed 4 times, most recent failure: java.lang.OutOfMemoryError: Java heap space'
+    ...           "recent failure: java.lang.OutOfMemoryError\\n\\tat x")
+    'Task 0 in stage 1.0 failed 4 times, most recent failure: java.lang.OutOfMemoryError'
     """
     errors = _PYTHON_ERROR.findall(text) if "Traceback (most recent call last)" in text else []
     line = errors[-1][0] if errors else next(

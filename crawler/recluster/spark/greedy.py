@@ -6,35 +6,23 @@ stretches of the input (a range partitioning by key), and decides each stretch i
 (:func:`~crawler.recluster.rounds.decide_in_order`). What is still undecided, because a
 candidate it waits on lies in an earlier stretch and was undecided when the round began, goes
 to the next round. A round has as many stretches as its pending documents need
-(``SparkJob.stretch`` each), at most the job's partitions: the documents with candidates are a
-small part of a corpus, so the first round usually decides nearly all of them and the next
-ones are small. Each round's step is kept (:mod:`.kept`), so round n neither computes nor
-plans rounds 1 to n-1 again.
-
-A first round of one stretch (at most ``SparkJob.stretch`` documents wait) holds every
-document that waits: a candidate it has not decided by the time a document needs it waits for
-nothing, so is kept, and the round decides everything without a join to learn that. On 10,000
-synthetic documents in ``local[2]`` (the clustering stages of :mod:`benchmarks.spark`'s scale
-runs), 12 runs in a session, two sessions each: warm medians 2.85 and 2.59 s against 3.09 and
-3.15 with the join, a session's second run 3.25 and 3.30 s against 3.96 and 3.48 (three
-pairs of shorter sessions, 5 runs each, were within the noise).
-
-The job that counts a round's decided and pending documents also keeps every decision so far
-and counts the kept documents of each input task, the leaders kept at once among them: if the
-round is the last, the cluster ids (:mod:`.numbering`) need no job of their own to count them.
+(``SparkJob.stretch`` each), at most the job's partitions. Each round's step is kept
+(:mod:`.kept`), so round n neither computes nor plans rounds 1 to n-1 again. The job that
+counts a round's decided and pending documents also counts the kept documents of each input
+task, which the cluster ids need (:mod:`.numbering`).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Iterator
-from functools import partial
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from crawler.recluster.rounds import JOINED, KEPT, decide_in_order
 from crawler.recluster.spark.described import described
 from crawler.recluster.spark.kept import kept
-from crawler.recluster.spark.steps import python_step
+from crawler.recluster.spark.steps import python_step, record_batch
 from crawler.recluster.spark.tasks import RECORD_BITS
 
 __all__ = ["DECISIONS", "Rounds", "greedy_rounds"]
@@ -45,16 +33,13 @@ _STEP = "decided boolean, d long, pos int, e long, kind string, r double, status
 
 
 class Rounds(NamedTuple):
-    """What :func:`greedy_rounds` hands back."""
+    """What :func:`greedy_rounds` hands back: every leader's decision (:data:`DECISIONS`), how
+    many rounds it took, the rounds' kept steps (to unpersist once the decisions are read), and
+    the kept documents of each input task that has any."""
 
-    #: every leader's decision (:data:`DECISIONS`)
     decisions: Any
-    #: how many rounds it took
     count: int
-    #: the rounds' kept steps, to unpersist once the decisions are no longer read
     steps: list[Any]
-    #: the kept documents of each input task that has any, counted by the last round's job
-    #: (by a job of its own when no round ran: no document had a pair to estimate)
     kept_per_task: dict[int, int]
 
 
@@ -90,18 +75,13 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
         with described(context, f"greedy round {rounds + 1}" if rounds
                        else "estimates and greedy round 1"):
             stretches = max(1, min(partitions, -(-left // stretch)))
-            # a first round in one stretch holds every waiting document: a candidate it has not
-            # decided before a document waits for nothing, so is kept; no join needs to say so
-            one_stretch = not rounds and stretches == 1
-            known = pending if one_stretch else pending.join(learnt, "e", "left")
             ranged = (
-                known.selectExpr("d", "pos", "e", "kind", "r",
-                                 f"{'CAST(NULL AS INT)' if one_stretch else status} AS status")
+                pending.join(learnt, "e", "left")
+                .selectExpr("d", "pos", "e", "kind", "r", f"{status} AS status")
                 .repartitionByRange(stretches, "d")
                 .sortWithinPartitions("d", "pos")
             )
-            deciding = partial(_decide_pass, unseen=KEPT if one_stretch else None)
-            step = kept(python_step(ranged, deciding, _STEP), steps)  # by the count
+            step = kept(python_step(ranged, _decide_pass, _STEP), steps)  # by the count
             now = step.where("decided").selectExpr("d AS key", "kind", "e AS rep", "r")
             # every decision so far, kept by the count, which counts the kept documents of each
             # task too: if this round is the last, the cluster ids need nothing more
@@ -140,71 +120,29 @@ def _kept_by_task(decisions: Any) -> Any:
         "false AS round", "true AS decided", f"shiftright(key, {RECORD_BITS}) AS task")
 
 
-def _decide_pass(batches: Iterable[Any], unseen: int | None) -> Iterator[Any]:
+def _decide_pass(batches: Iterable[Any]) -> Iterator[Any]:
     """One round in one partition: its pending documents' preference rows, sorted by document
-    and place, each with its candidate's status if known (``unseen``: the status of one neither
-    known nor decided earlier in the pass, as :func:`~crawler.recluster.rounds.decide_in_order`
-    takes it); out go the decided documents (one row each) and the rows of those still pending,
-    as they came."""
-    import pyarrow as pa
-
-    held_back: deque[list[tuple]] = deque()
+    and place, each with its candidate's status if known; out go the decided documents (one
+    row each) and the rows of those still pending, as they came (:data:`_STEP`)."""
+    rows = (row for batch in batches for row in zip(*batch.to_pydict().values()))
+    held: dict[int, list[tuple]] = {}  # a document's rows, until it is decided or not
 
     def documents() -> Iterator[tuple[int, list, dict[int, int]]]:
-        for d, prefs, known, held in _documents(_rows(batches)):
-            held_back.append(held)
-            yield d, prefs, known
+        for d, group in groupby(rows, key=itemgetter(0)):  # rows: d, pos, e, kind, r, status
+            held[d] = mine = list(group)
+            yield (d, [(e, kind, r) for _, _, e, kind, r, _ in mine],
+                   {e: status for _, _, e, _, _, status in mine if status is not None})
 
-    out: dict[str, list[Any]] = {name: [] for name in _STEP_NAMES}
-    for d, decision in decide_in_order(documents(), unseen):
-        held = held_back.popleft()
+    out: list[tuple] = []
+    for d, decision in decide_in_order(documents()):
+        mine = held.pop(d)
         if decision is None:
-            for row in held:
-                _append(out, (False, d, *row))
+            out += [(False, *row) for row in mine]
         else:
             kind, rep, r = decision
-            _append(out, (True, d, None, rep, kind, r, None))
-        if len(out["d"]) >= 4096:
-            yield pa.RecordBatch.from_pydict(out, schema=_step_arrow())
-            out = {name: [] for name in _STEP_NAMES}
-    if out["d"]:
-        yield pa.RecordBatch.from_pydict(out, schema=_step_arrow())
-
-
-_STEP_NAMES = ("decided", "d", "pos", "e", "kind", "r", "status")
-
-
-def _append(out: dict[str, list[Any]], row: tuple) -> None:
-    for name, value in zip(_STEP_NAMES, row):
-        out[name].append(value)
-
-
-def _rows(batches: Iterable[Any]) -> Iterator[tuple]:
-    for batch in batches:
-        c = batch.to_pydict()
-        yield from zip(c["d"], c["pos"], c["e"], c["kind"], c["r"], c["status"])
-
-
-def _documents(rows: Iterator[tuple]) -> Iterator[tuple[int, list, dict[int, int], list]]:
-    """(d, preferences, known statuses, its rows as they came) per document, in order; the
-    rows ride along so that a pending document goes to the next round unchanged."""
-    current, prefs, known, held = None, [], {}, []
-    for d, pos, e, kind, r, status in rows:
-        if d != current:
-            if current is not None:
-                yield current, prefs, known, held
-            current, prefs, known, held = d, [], {}, []
-        prefs.append((e, kind, r))
-        if status is not None:
-            known[e] = status
-        held.append((pos, e, kind, r, status))
-    if current is not None:
-        yield current, prefs, known, held
-
-
-def _step_arrow() -> Any:
-    import pyarrow as pa
-
-    return pa.schema([("decided", pa.bool_()), ("d", pa.int64()), ("pos", pa.int32()),
-                      ("e", pa.int64()), ("kind", pa.string()), ("r", pa.float64()),
-                      ("status", pa.int32())])
+            out.append((True, d, None, rep, kind, r, None))
+        if len(out) >= 4096:
+            yield record_batch(_STEP, map(list, zip(*out)))
+            out = []
+    if out:
+        yield record_batch(_STEP, map(list, zip(*out)))

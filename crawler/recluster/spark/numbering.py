@@ -1,21 +1,12 @@
 """Cluster ids, numbered as the local index numbers its clusters: the kept documents in input
 order, 0 first.
 
-A cluster's id is its representative's rank among the kept documents. The greedy rounds count
-the kept documents of each input task (:attr:`.greedy.Rounds.kept_per_task`); the driver turns
-the counts into each task's first id. Then every document, leader or exact copy, travels to the
-partition of its representative's task (whole tasks per partition, in task order, as
-:func:`~crawler.recluster.spark.run.in_input_order` cuts them), sorted by representative and
-then by key. A representative comes before its members (a document joins an earlier one), so
+The greedy rounds count the kept documents of each input task
+(:attr:`.greedy.Rounds.kept_per_task`); the driver turns the counts into each task's first id.
+Every document then travels to the partition of its representative's task (whole tasks, in
+task order), sorted by representative and key. A representative comes before its members, so
 one pass numbers them all: the ``i``-th representative of a partition is its first task's
 first id plus ``i``, and each member takes the id of the representative before it.
-
-The ranks can be computed in Spark SQL instead (a running sum over a window of one row per
-task, a window per task, two joins), as this engine did before: a plan the driver took half a
-second to make on every run. On 10,000 synthetic documents in ``local[2]`` (the clustering
-stages of :mod:`benchmarks.spark`'s scale runs) a first run took 6.99 instead of 7.77 s and a
-warm one about 4.15 instead of 4.4 (medians of 3 interleaved pairs); at 100,000 and 300,000
-both are within the noise.
 """
 
 from __future__ import annotations
@@ -26,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from crawler.recluster.spark.routes import task_range_route
-from crawler.recluster.spark.steps import python_step
+from crawler.recluster.spark.steps import column_names, python_step, record_batch
 from crawler.recluster.spark.tasks import RECORD_BITS
 
 __all__ = ["ROWS", "numbered"]
@@ -57,11 +48,14 @@ def numbered(decisions: Any, copies: Any, partitions: int, kept: Mapping[int, in
     ).selectExpr(
         "key", "rep_key", "false AS representative", "IF(lead, self_r, lead_r) AS r",
         "'exact_duplicate' AS kind", "lead AS identical")
-    grouped = (led.unionByName(copied)
-               .selectExpr("*", f"{task_range_route('rep_key', tasks, partitions)} AS _route")
+    route = task_range_route(decisions.sparkSession, "rep_key", tasks, partitions)
+    grouped = (led.unionByName(copied).selectExpr("*", f"{route} AS _route")
                .repartition(partitions, "_route")
                .sortWithinPartitions("rep_key", "key"))
     return python_step(grouped, _ids(first_ids), ROWS)
+
+
+_ROW_NAMES = column_names(ROWS)
 
 
 def _ids(first_ids: np.ndarray) -> Callable[[Iterable[Any]], Iterator[Any]]:
@@ -69,8 +63,6 @@ def _ids(first_ids: np.ndarray) -> Callable[[Iterable[Any]], Iterator[Any]]:
     module's docstring."""
 
     def step(batches: Iterable[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
         start = None  # the partition's first id, less one
         for batch in batches:
             if batch.num_rows == 0:
@@ -81,10 +73,7 @@ def _ids(first_ids: np.ndarray) -> Callable[[Iterable[Any]], Iterator[Any]]:
                 start = int(first_ids[rep_key[0] >> RECORD_BITS]) - 1
             cluster = start + np.cumsum(key == rep_key)
             start = int(cluster[-1])
-            yield pa.RecordBatch.from_arrays(
-                [batch.column("key"), pa.array(cluster, pa.int64()),
-                 batch.column("representative"), batch.column("r"), batch.column("kind"),
-                 batch.column("identical")],
-                names=["key", "cluster", "representative", "r", "kind", "identical"])
+            yield record_batch(ROWS, [batch.column(name) if name != "cluster" else cluster
+                                      for name in _ROW_NAMES])
 
     return step

@@ -2,10 +2,9 @@
 :class:`crawler.recluster.spark.candidates.Search` computes inside one partition (the steps,
 :mod:`crawler.recluster.spark.search_steps`, unpack what reached it and call these).
 
-Spark moves the arrays between the steps (each step needs the rows of a fingerprint, or of a
-document, together); these functions do the work on them, vectorised, instead of a row at a
-time in the JVM. A step's input is the concatenation of whatever reached its partition: every
-function groups by its own key and is indifferent to order and to how many groups it holds.
+Spark moves the arrays between the steps; these functions do the work on them, vectorised.
+A step's input is the concatenation of whatever reached its partition: every function groups
+by its own key and is indifferent to order and to how many groups it holds.
 
 Fingerprints are int64 views of the unsigned values; documents are their int64 keys.
 """
@@ -34,7 +33,7 @@ def bucket_of(values: np.ndarray, buckets: int) -> np.ndarray:
 #: bytes of one packed blob at most. Spark copies a row into a buffer twice its size, and the
 #: JVM's G1 collector places any object of half a heap region or more (512 KB in the default
 #: 1 GB driver) in whole contiguous regions, which a full heap may not have: one blob per
-#: partition (tens of MB on 60,000 pages) ran the default driver out of memory
+#: partition (tens of MB) can run the default driver out of memory
 BLOB_BYTES = 1 << 17
 
 

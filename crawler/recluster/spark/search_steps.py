@@ -1,15 +1,13 @@
 """The candidate search's steps, as each runs in an executor (:class:`.candidates.Search` plans
-them): what reaches a partition is packed arrays of one kind each, bound for a bucket
-(:data:`MOVED`); a step unpacks what it needs, does its part of the fingerprint-level work with
-numpy (:mod:`.postings`), and sends on packed arrays to the buckets of the next step, or rows.
-
-Each step is made by a function of the plan's constants (the buckets' routes, the cap, a
-broadcast set) and is run by :func:`~.steps.python_step`.
+them): what reaches a partition is packed arrays of one :class:`Kind` each, bound for a bucket
+(:data:`MOVED`); a step unpacks what it needs, does its part of the work with numpy
+(:mod:`.postings`), and sends on packed arrays to the buckets of the next step, or rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from enum import IntEnum, auto
 from typing import Any
 
 import numpy as np
@@ -17,43 +15,50 @@ import numpy as np
 # not `from crawler.recluster.spark import postings` (see the same import in .candidates)
 import crawler.recluster.spark.postings as postings  # noqa: PLR0402
 from crawler.recluster.rounds import preference
+from crawler.recluster.spark.steps import column_names, record_batch
 from dedup.estimators import estimate
 from dedup.sketches import sketch_from_bytes
 
 __all__ = [
-    "BEFORE", "CHANGED", "COUNTED", "DOCUMENT", "FRESH", "HELD", "HIT", "KEPT", "LONG", "MEMBER",
-    "MET", "MOVED", "OWN", "POSTED", "RUNNING", "SERVED", "SKETCH", "TALLY", "WANTED", "as_rows",
-    "at_home", "count", "estimated", "hits", "index", "index_counted", "meet", "moved_batch",
-    "packed_keys", "prefer", "preferences_arrow", "received", "running", "serve", "spread",
-    "verdicts",
+    "MOVED", "PACKED", "PREFERENCES", "Kind", "as_rows", "at_home", "count", "estimated", "hits",
+    "index", "index_counted", "meet", "moved_batch", "packed_keys", "prefer", "received",
+    "running", "serve", "spread", "verdicts",
 ]
 
 #: what Spark moves between the steps: packed int64 columns (:func:`.postings.pack`) or
-#: sketches (:func:`.postings.pack_bytes`) bound for a bucket
+#: sketches (:func:`.postings.pack_bytes`) bound for a bucket, of a :class:`Kind`
 MOVED = "bucket int, kind byte, data binary"
-#: the kinds of moved arrays: (d, f) of every leader; (d, size, k, least, den) of every
-#: leader; (d, f, count) of shared fingerprints, to their document; (d, f) of shared
-#: fingerprints, to their fingerprint; (f, e) postings; (d, e, hits, over) partial sums;
-#: leaders' sketches, to their key's bucket; (d, e) pairs to estimate; a partition's
-#: counters; (key, home) sketches a partition's pairs need; sketches served to that home;
-#: (key, top) of the leaders posted under a fingerprint the cap cuts (:func:`.postings.contested`)
-(HELD, DOCUMENT, COUNTED, MEMBER, POSTED, MET, SKETCH, KEPT, TALLY, WANTED,
- SERVED, LONG) = range(12)
-#: in a pass after the first: the pairs the pass before kept, back to the partition that kept
-#: them; the pairs to estimate again (of the documents whose pairs changed); those documents
-BEFORE, FRESH, CHANGED = range(15, 18)
-#: with ``exact_cap``: (d, f) of every leader, to its document; (cell, key) count-min counters
-#: a document hits, to their counter; (key, cell, count) their values there, to the document
-OWN, HIT, RUNNING = range(12, 15)
+#: a document's qualifying candidates, ``pos`` 0 first: (document, place in its preference
+#: order, candidate, decision kind if it joins that candidate, estimated resemblance)
+PREFERENCES = "d long, pos int, e long, kind string, r double"
+
+
+class Kind(IntEnum):
+    """What a moved blob holds: the ``kind`` column of :data:`MOVED`, the one list of them."""
+
+    HELD = auto()  #: (d, f) of every leader, to its fingerprint (to be counted)
+    DOCUMENT = auto()  #: (d, size, k, least, den) of every leader, to its own bucket
+    COUNTED = auto()  #: (d, f, count) of shared fingerprints, to their document
+    MEMBER = auto()  #: (d, f) of shared fingerprints, to their fingerprint
+    POSTED = auto()  #: (f, e) postings, to their fingerprint
+    MET = auto()  #: (d, e, hits, over) partial sums of a pair, to d
+    SKETCH = auto()  #: leaders' sketches, to their key's bucket
+    KEPT = auto()  #: (d, e) pairs to estimate, where they were judged
+    TALLY = auto()  #: a partition's counters (:func:`.postings.tally`)
+    WANTED = auto()  #: (key, home) sketches a partition's pairs need
+    SERVED = auto()  #: sketches served to that home
+    LONG = auto()  #: (key, top) of leaders under a fingerprint the cap cuts (.postings.contested)
+    OWN = auto()  #: with ``exact_cap``: (d, f) of every leader, to its document
+    HIT = auto()  #: with ``exact_cap``: (cell, key) count-min counters hit, to the counter
+    RUNNING = auto()  #: with ``exact_cap``: (key, cell, count) their values, to the document
+    BEFORE = auto()  #: a later pass: the pairs the pass before kept, back where they were kept
+    FRESH = auto()  #: a later pass: the pairs to estimate again (documents whose pairs changed)
+    CHANGED = auto()  #: a later pass: those documents
 
 
 def moved_batch(bucket: list[int], kind: list[int], data: list[bytes]) -> Any:
     """One Arrow batch of :data:`MOVED` rows."""
-    import pyarrow as pa
-
-    return pa.RecordBatch.from_arrays(
-        [pa.array(bucket, pa.int32()), pa.array(kind, pa.int8()), pa.array(data, pa.binary())],
-        names=["bucket", "kind", "data"])
+    return record_batch(MOVED, (bucket, kind, data))
 
 
 def _cut(by: np.ndarray, buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -105,9 +110,9 @@ def _fingerprints(batch: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def spread(buckets: np.ndarray, own: bool = False) -> Callable[[Iterable[Any]], Iterator]:
     """Each leader sent where the steps after need it: its fingerprints to theirs
-    (:data:`HELD`, to be counted), its sizes (:data:`DOCUMENT`) and its sketch
-    (:data:`SKETCH`) to its own bucket. ``own``: also its fingerprints to its own document
-    (:data:`OWN`)."""
+    (:attr:`Kind.HELD`, to be counted), its sizes (:attr:`Kind.DOCUMENT`) and its sketch
+    (:attr:`Kind.SKETCH`) to its own bucket. ``own``: also its fingerprints to its own document
+    (:attr:`Kind.OWN`)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         keys, sizes, ks, leasts, dens, held, sketches = [], [], [], [], [], [], []
@@ -125,10 +130,10 @@ def spread(buckets: np.ndarray, own: bool = False) -> Callable[[Iterable[Any]], 
         d = np.concatenate([h[0] for h in held])
         f = np.concatenate([h[1] for h in held])
         key = np.concatenate(keys)
-        yield _routed(HELD, f, (d, f), buckets)
+        yield _routed(Kind.HELD, f, (d, f), buckets)
         if own:
-            yield _routed(OWN, d, (d, f), buckets)
-        yield _routed(DOCUMENT, key, (key, np.concatenate(sizes), np.concatenate(ks),
+            yield _routed(Kind.OWN, d, (d, f), buckets)
+        yield _routed(Kind.DOCUMENT, key, (key, np.concatenate(sizes), np.concatenate(ks),
                                        np.concatenate(leasts), np.concatenate(dens)), buckets)
         order, starts = _cut(key, buckets)
         bucket, data = [], []
@@ -138,41 +143,41 @@ def spread(buckets: np.ndarray, own: bool = False) -> Callable[[Iterable[Any]], 
                 blobs = postings.pack_bytes(key[rows], [sketches[i] for i in rows])
                 bucket += [route] * len(blobs)
                 data += blobs
-        yield moved_batch(bucket, [SKETCH] * len(bucket), data)
+        yield moved_batch(bucket, [Kind.SKETCH] * len(bucket), data)
 
     return run
 
 
 def count(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
-    """At a fingerprint: how many leaders hold it, to each holder's document (:data:`COUNTED`,
+    """At a fingerprint: how many leaders hold it, to each holder's document (:attr:`Kind.COUNTED`,
     to pick its rarest part), and the holders themselves back to the fingerprint
-    (:data:`MEMBER`, to meet its postings); a fingerprint of one leader meets no other."""
+    (:attr:`Kind.MEMBER`, to meet its postings); a fingerprint of one leader meets no other."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        d, f = postings.unpack(received(batches)[0].get(HELD, []), 2)
+        d, f = postings.unpack(received(batches)[0].get(Kind.HELD, []), 2)
         d, f, counts = postings.shared(d, f)
-        yield _routed(COUNTED, d, (d, f, counts), buckets)
-        yield _routed(MEMBER, f, (d, f), buckets)
+        yield _routed(Kind.COUNTED, d, (d, f, counts), buckets)
+        yield _routed(Kind.MEMBER, f, (d, f), buckets)
 
     return run
 
 
 def index(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
     """At a document: its indexed part, its rarest shared fingerprints by the corpus's counts,
-    posted to each fingerprint (:data:`POSTED`)."""
+    posted to each fingerprint (:attr:`Kind.POSTED`)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         got, _ = received(batches)
-        doc, size, k, _, _ = postings.unpack(got.get(DOCUMENT, []), 5)
-        d, f, counts = postings.unpack(got.get(COUNTED, []), 3)
+        doc, size, k, _, _ = postings.unpack(got.get(Kind.DOCUMENT, []), 5)
+        d, f, counts = postings.unpack(got.get(Kind.COUNTED, []), 3)
         f, e = postings.indexed(d, f, counts, doc, size, k)
-        yield _routed(POSTED, f, (f, e), buckets)
+        yield _routed(Kind.POSTED, f, (f, e), buckets)
 
     return run
 
 
 def hits(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
-    """With ``exact_cap``: each document's count-min counters, to each counter (:data:`HIT`)."""
+    """With ``exact_cap``: each document's count-min counters, to each (:attr:`Kind.HIT`)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         read = [_fingerprints(batch) for batch in batches]
@@ -180,19 +185,19 @@ def hits(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
             return
         key, size, f = (np.concatenate(column) for column in zip(*read))
         cell, key = postings.document_cells(key, size, f)
-        yield _routed(HIT, cell, (cell, key), buckets)
+        yield _routed(Kind.HIT, cell, (cell, key), buckets)
 
     return run
 
 
 def running(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
     """At a counter: its value as each document that hits it is added in input order, back to
-    that document (:data:`RUNNING`)."""
+    that document (:attr:`Kind.RUNNING`)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        cell, key = postings.unpack(received(batches)[0].get(HIT, []), 2)
+        cell, key = postings.unpack(received(batches)[0].get(Kind.HIT, []), 2)
         key, cell, counts = postings.running_counts(cell, key)
-        yield _routed(RUNNING, key, (key, cell, counts), buckets)
+        yield _routed(Kind.RUNNING, key, (key, cell, counts), buckets)
 
     return run
 
@@ -200,14 +205,14 @@ def running(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
 def index_counted(buckets: np.ndarray) -> Callable[[Iterable[Any]], Iterator]:
     """With ``exact_cap``, at a document: its indexed part ranked by the running count-min
     estimates at its place in the input, as the local clusterer ranks it, posted to each
-    fingerprint (:data:`POSTED`)."""
+    fingerprint (:attr:`Kind.POSTED`)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         got, _ = received(batches)
-        doc, _, k, _, _ = postings.unpack(got.get(DOCUMENT, []), 5)
-        d, f = postings.unpack(got.get(OWN, []), 2)
-        f, e = postings.rarest_counted(d, f, doc, k, *postings.unpack(got.get(RUNNING, []), 3))
-        yield _routed(POSTED, f, (f, e), buckets)
+        doc, _, k, _, _ = postings.unpack(got.get(Kind.DOCUMENT, []), 5)
+        d, f = postings.unpack(got.get(Kind.OWN, []), 2)
+        f, e = postings.rarest_counted(d, f, doc, k, *postings.unpack(got.get(Kind.RUNNING, []), 3))
+        yield _routed(Kind.POSTED, f, (f, e), buckets)
 
     return run
 
@@ -220,14 +225,14 @@ def meet(
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         got, _ = received(batches)
-        d, f = postings.unpack(got.get(MEMBER, []), 2)
-        pf, pe = postings.unpack(got.get(POSTED, []), 2)
+        d, f = postings.unpack(got.get(Kind.MEMBER, []), 2)
+        pf, pe = postings.unpack(got.get(Kind.POSTED, []), 2)
         out = None if left_out is None else left_out.value
         d, e, hits, over = postings.meet(d, f, pf, pe, cap, out)
-        yield _routed(MET, d, (d, e, hits, over), buckets)
+        yield _routed(Kind.MET, d, (d, e, hits, over), buckets)
         if exact_cap:
             long, top = postings.contested(pf, pe, cap, out)
-            yield _routed(LONG, long, (long, top), buckets)
+            yield _routed(Kind.LONG, long, (long, top), buckets)
 
     return run
 
@@ -238,29 +243,29 @@ def verdicts(
     """The pairs kept stay at this partition's home, with its counters; the sketches the
     pairs to estimate need are asked for from their keys' buckets, once each. ``again``: a
     pass after the first, whose pairs to estimate are those of the documents whose pairs
-    differ from the pass before's (:data:`BEFORE`, but for the leaders ``left_out`` now)."""
+    differ from the pass before's (:attr:`Kind.BEFORE`, but for the leaders ``left_out`` now)."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         got, home = received(batches)
-        doc, _, _, least, den = postings.unpack(got.get(DOCUMENT, []), 5)
-        d, e, hits, over = postings.unpack(got.get(MET, []), 4)
+        doc, _, _, least, den = postings.unpack(got.get(Kind.DOCUMENT, []), 5)
+        d, e, hits, over = postings.unpack(got.get(Kind.MET, []), 4)
         d, e, hits, capped, keep = postings.verdicts(d, e, hits, over, doc, least, den, bound)
         kd, ke = d[keep], e[keep]
         counters = postings.tally(d, hits, capped, keep)
         estimated = counters[-1]  # in a first pass, every document with a pair
         if again:
-            bd, be = postings.unpack(got.get(BEFORE, []), 2)
+            bd, be = postings.unpack(got.get(Kind.BEFORE, []), 2)
             out = None if left_out is None else left_out.value
             moved_on, kd, ke = postings.fresh(kd, ke, bd, be, out)
             estimated = moved_on.size
-            yield moved_batch(*at_home(home, FRESH, postings.pack(kd, ke)))
-            yield moved_batch(*at_home(home, CHANGED, postings.pack(moved_on)))
-        yield moved_batch(*at_home(home, TALLY, [np.append(counters, estimated).tobytes()]))
-        yield moved_batch(*at_home(home, KEPT, postings.pack(d[keep], e[keep])))
+            yield moved_batch(*at_home(home, Kind.FRESH, postings.pack(kd, ke)))
+            yield moved_batch(*at_home(home, Kind.CHANGED, postings.pack(moved_on)))
+        yield moved_batch(*at_home(home, Kind.TALLY, [np.append(counters, estimated).tobytes()]))
+        yield moved_batch(*at_home(home, Kind.KEPT, postings.pack(d[keep], e[keep])))
         needed = np.unique(np.concatenate((kd, ke)))
-        yield _routed(WANTED, needed, (needed, np.full(needed.size, home)), buckets)
-        long = got.get(LONG, [])  # kept with the verdicts, for Search.settled (:mod:`.candidates`)
-        yield moved_batch([home] * len(long), [LONG] * len(long), long)
+        yield _routed(Kind.WANTED, needed, (needed, np.full(needed.size, home)), buckets)
+        long = got.get(Kind.LONG, [])  # kept with the verdicts, for Search.settled
+        yield moved_batch([home] * len(long), [Kind.LONG] * len(long), long)
 
     return run
 
@@ -270,42 +275,39 @@ def at_home(home: int, kind: int, blobs: list[bytes]) -> tuple[list[int], list[i
     return [home] * len(blobs), [kind] * len(blobs), blobs
 
 
-def as_rows(*names: str) -> Callable[[Iterable[Any]], Iterator]:
-    """A step that turns packed arrays of ``len(names)`` columns into rows of those names: the
-    (key, top) of :data:`LONG`, to join with the decisions; the documents of :data:`CHANGED`,
-    to leave their preferences out."""
+def as_rows(schema: str) -> Callable[[Iterable[Any]], Iterator]:
+    """A step that turns packed arrays into rows of the DDL ``schema``, a column each: the
+    (key, top) of :attr:`Kind.LONG`, to join with the decisions; the documents of
+    :attr:`Kind.CHANGED`, to leave their preferences out."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
         blobs = [b for batch in batches for b in batch.column("data").to_pylist()]
-        columns = postings.unpack(blobs, len(names))
-        yield pa.RecordBatch.from_arrays([pa.array(c) for c in columns], names=list(names))
+        yield record_batch(schema, postings.unpack(blobs, len(column_names(schema))))
 
     return run
 
 
-def packed_keys(batches: Iterable[Any]) -> Iterator[Any]:
-    """(key, top) rows packed again, to collect a few blobs rather than a row each."""
-    import pyarrow as pa
+#: packed arrays as rows of their own, to collect a few blobs rather than a row each
+PACKED = "data binary"
 
+
+def packed_keys(batches: Iterable[Any]) -> Iterator[Any]:
+    """(key, top) rows packed again (:data:`PACKED`)."""
     keys, tops = [], []
     for batch in batches:
         keys.append(batch.column("key").to_numpy())
         tops.append(batch.column("top").to_numpy())
     if keys:
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(postings.pack(np.concatenate(keys), np.concatenate(tops)), pa.binary())],
-            names=["data"])
+        yield record_batch(PACKED, [postings.pack(np.concatenate(keys), np.concatenate(tops))])
 
 
 def serve(batches: Iterable[Any]) -> Iterator[Any]:
     """Each sketch asked for, to the home of every partition that asked (a few blobs per
     home)."""
     got, _ = received(batches)
-    keys, values = postings.unpack_bytes(got.get(SKETCH, []))
+    keys, values = postings.unpack_bytes(got.get(Kind.SKETCH, []))
     sketches = dict(zip(keys.tolist(), values))
-    key, home = postings.unpack(got.get(WANTED, []), 2)
+    key, home = postings.unpack(got.get(Kind.WANTED, []), 2)
     order = np.argsort(home, kind="stable")
     key, home = key[order], home[order]
     homes, starts = np.unique(home, return_index=True)
@@ -314,23 +316,21 @@ def serve(batches: Iterable[Any]) -> Iterator[Any]:
         blobs = postings.pack_bytes(key[lo:hi], [sketches[k] for k in key[lo:hi].tolist()])
         bucket += [to] * len(blobs)
         data += blobs
-    yield moved_batch(bucket, [SERVED] * len(data), data)
+    yield moved_batch(bucket, [Kind.SERVED] * len(data), data)
 
 
 def prefer(
     threshold: float, containment: float | None, pairs: int
 ) -> Callable[[Iterable[Any]], Iterator]:
-    """A partition's pairs (of the kind ``pairs``: :data:`KEPT` in a first pass,
-    :data:`FRESH` after) estimated, each document's candidates in its preference order."""
+    """A partition's pairs (of the kind ``pairs``: :attr:`Kind.KEPT` in a first pass,
+    :attr:`Kind.FRESH` after) estimated, each document's candidates in its preference order."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
         got, _ = received(batches)
-        keys, values = postings.unpack_bytes(got.get(SERVED, []))
+        keys, values = postings.unpack_bytes(got.get(Kind.SERVED, []))
         d, e = postings.unpack(got.get(pairs, []), 2)
         for rows in estimated(d, e, dict(zip(keys.tolist(), values)), threshold, containment):
-            yield pa.RecordBatch.from_pydict(rows, schema=preferences_arrow())
+            yield record_batch(PREFERENCES, rows.values())
 
     return run
 
@@ -341,7 +341,7 @@ def estimated(
 ) -> Iterator[dict[str, list[Any]]]:
     """The pairs ``(d, e)`` estimated from the sketches ``raw`` (by key, parsed when first
     needed), each document's qualifying candidates in its preference order: columns of
-    :data:`.candidates.PREFERENCES`, a few thousand rows at a time (at least one, maybe empty)."""
+    :data:`PREFERENCES`, a few thousand rows at a time (at least one, maybe empty)."""
     parsed: dict[int, Any] = {}
 
     def sketch(key: int) -> Any:
@@ -369,12 +369,3 @@ def estimated(
             out = {name: [] for name in out}
         lo = hi
     yield out
-
-
-def preferences_arrow() -> Any:
-    """The Arrow schema of :data:`.candidates.PREFERENCES` (made on first use: pyarrow is
-    imported lazily)."""
-    import pyarrow as pa
-
-    return pa.schema([("d", pa.int64()), ("pos", pa.int32()), ("e", pa.int64()),
-                      ("kind", pa.string()), ("r", pa.float64())])

@@ -1,14 +1,12 @@
 """Reading and sketching, in executors: every document of the input as one row of a DataFrame.
 
-Each executor task reads one input task (:mod:`crawler.recluster.spark.tasks`) and runs
-:func:`crawler.recluster.pool.sketch_source` on each document, the function the local engine's
-worker processes run, so tokens and sketches are the same. Rows leave Python as Arrow batches
-(``mapInArrow``), so the JVM takes them without unpickling anything, and each row already holds
-what the clustering stages read: the sketch's bytes (:meth:`dedup.sketches.Sketch.to_bytes`),
-its distinct fingerprints, how many of them a representative indexes, and the bound's terms
-(:func:`dedup.cluster.indexed_count`, :func:`~dedup.cluster.hits_needed`,
-:func:`~dedup.cluster.bound_denominator`), computed once per document here rather than once per
-stage later. A document that cannot be used is a row with its skip reason and no sketch.
+Each executor task reads one input task (:mod:`.tasks`) and runs the local engine's own
+per-document function (:func:`crawler.recluster.pool.sketch_source`), so tokens and sketches
+are the same. Each row holds what the clustering stages read, computed once here: the sketch's
+bytes, its distinct fingerprints, how many of them a representative indexes and the bound's
+terms (:func:`dedup.cluster.indexed_count`, :func:`~dedup.cluster.hits_needed`,
+:func:`~dedup.cluster.bound_denominator`). A document that cannot be used is a row with its
+skip reason and no sketch.
 """
 
 from __future__ import annotations
@@ -22,13 +20,14 @@ import numpy as np
 
 from crawler.recluster.inputs import InputError, SourceDocument
 from crawler.recluster.pool import SketchedDocument, init_sketcher, sketch_source
-from crawler.recluster.spark.steps import python_step
+from crawler.recluster.spark.steps import python_step, record_batch
 from crawler.recluster.spark.tasks import Task, document_key, read_task, remote
 from dedup.cluster import bound_denominator, hits_needed, indexed_count
 from dedup.estimators import estimate
 from dedup.params import DEFAULT_CAP, ContentArea, DedupParams, SketchParams
 
-__all__ = ["DOCUMENTS", "SparkJob", "document_row", "documents", "exact_cap_wanted", "record_batch"]
+__all__ = ["DOCUMENTS", "SparkJob", "document_batch", "document_row", "documents",
+           "exact_cap_wanted"]
 
 #: the documents DataFrame: key (input order), id, content hash, skip reason (no sketch),
 #: sketch bytes, distinct fingerprints (int64 bytes: only numpy reads them), indexed count,
@@ -54,26 +53,12 @@ class SparkJob:
     area: ContentArea | None = None
     #: pending documents per range of a greedy round (crawler.recluster.spark.greedy)
     stretch: int = 50_000
-    #: documents up to which the candidate search runs in one stage, every task holding the
-    #: whole input's sketches (crawler.recluster.spark.candidates.BroadcastSearch)
-    broadcast: int = 20_000
-    #: search again until the boilerplate cap keeps representatives only, as the local
-    #: index's does (:meth:`crawler.recluster.spark.candidates.Search.settled`); None: when
-    #: the cap is below its default (:func:`exact_cap_wanted`)
+    #: search again until the cap cuts where the local index's does (``--exact-cap``,
+    #: :meth:`.candidates.Search.settled`); None: :func:`exact_cap_wanted`
     exact_cap: bool | None = None
 
     def __post_init__(self) -> None:
         self.exact_cap = exact_cap_wanted(self.dedup, self.exact_cap)
-
-    def searches_whole(self, documents: int) -> bool:
-        """Whether the candidate search of ``documents`` runs in one stage (``broadcast``)."""
-        return documents <= self.broadcast
-
-    def decides_in_one_task(self, documents: int) -> bool:
-        """Whether one task decides and numbers ``documents``, after a one-stage search that
-        also finds the exact duplicates (:mod:`crawler.recluster.spark.small_input`): within
-        ``broadcast`` and ``stretch``, the cap searched the faster way."""
-        return self.searches_whole(documents) and documents <= self.stretch and not self.exact_cap
 
     @property
     def need(self) -> float:
@@ -84,10 +69,9 @@ class SparkJob:
 
 def exact_cap_wanted(dedup: DedupParams, asked: bool | None) -> bool:
     """Whether the search cuts where the local index cuts (``--exact-cap``): as ``asked``,
-    else when the boilerplate cap is below its default. On the benchmark's 20,000 real pages
-    the faster search decided 0 to 6 documents otherwise than the local engine at the default
-    cap (64; at most 0.03%), but 25 to 87 at a cap of 4 (0.125% to 0.43%): a smaller cap bites
-    more often, and only the exact search (about 1.5x the time) decides them all alike.
+    else when the boilerplate cap is below its default. A smaller cap bites more often, so
+    the faster search decides more documents otherwise than the local engine; the exact one
+    (more passes of the search) decides them all alike (docs/spark.md).
 
     >>> exact_cap_wanted(DedupParams(cap=4), None), exact_cap_wanted(DedupParams(), None)
     (True, False)
@@ -146,13 +130,15 @@ def _sketch_batches(
                     try:
                         made = sketch(doc)
                     except Exception as exc:  # a page that breaks the canonicaliser: skipped
-                        made = SketchedDocument(doc.id, None, skip_reason=f"error ({type(exc).__name__})")
-                    rows.append(document_row(document_key(task.ordinal, n), made, need, containment))
+                        why = f"error ({type(exc).__name__})"
+                        made = SketchedDocument(doc.id, None, skip_reason=why)
+                    key = document_key(task.ordinal, n)
+                    rows.append(document_row(key, made, need, containment))
                     if len(rows) == BATCH:
-                        yield record_batch(rows)
+                        yield document_batch(rows)
                         rows = []
                 if rows:
-                    yield record_batch(rows)
+                    yield document_batch(rows)
                 if documents_read is not None:
                     documents_read.add(n + 1)
 
@@ -180,23 +166,8 @@ def document_row(key: int, made: SketchedDocument, need: float, containment: boo
 _NO_VALUES = np.empty(0, dtype=np.int64)
 
 
-def record_batch(rows: list[tuple]) -> Any:
+def document_batch(rows: list[tuple]) -> Any:
     """An Arrow batch of :data:`DOCUMENTS` rows."""
-    import pyarrow as pa
-
-    key, ids, hashes, skip, sketches, fps, k, least, den, self_r = zip(*rows)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(key, pa.int64()),
-            pa.array(ids, pa.string()),
-            pa.array(hashes, pa.int64()),
-            pa.array(skip, pa.string()),
-            pa.array(sketches, pa.binary()),
-            pa.array([v.tobytes() for v in fps], pa.binary()),
-            pa.array(k, pa.int32()),
-            pa.array(least, pa.int32()),
-            pa.array(den, pa.int32()),
-            pa.array(self_r, pa.float64()),
-        ],
-        names=["key", "id", "hash", "skip", "sketch", "fps", "k", "least", "den", "self_r"],
-    )
+    columns = list(zip(*rows))
+    columns[5] = [values.tobytes() for values in columns[5]]  # the fingerprints' bytes
+    return record_batch(DOCUMENTS, columns)

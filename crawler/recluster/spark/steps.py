@@ -1,30 +1,29 @@
-"""How every Python step of the engine runs in Spark: ``mapInArrow``, each task freezing what its
-worker already holds for the garbage collector.
+"""How every Python step of the engine runs in Spark, and the one declaration of each schema.
 
-PySpark's worker daemon runs a full garbage collection after every task (``gc.collect()`` in
-``pyspark.daemon``, so that a reused worker starts clean), and a full collection walks every
-object the worker tracks. With pyarrow, the pandas it imports on its first array, numpy and the
-engine's modules loaded, that is some 85,000 objects and about 30 ms, in which the worker takes
-no task: a cost on every task, however little it holds, and the clustering stages run dozens of
-small ones. So a step, as it starts, moves what its worker holds into the collector's permanent
-generation (:func:`gc.freeze`), which collections skip: the collection after it walks only what
-the step made. Measured on this project's 2-core machine, `local[2]`: a stage of two tasks that
-pass a few rows through Python, 62 against 22 ms; the clustering stages on 10,000 documents
-2.1 against 1.7 s warm; the whole run on 20,000 real pages 7.9 against 7.0 s warm and 11.0
-against 10.2 s on a first run (medians of 3 interleaved pairs).
+A step is ``mapInArrow``: Arrow batches in, Arrow batches out. Its output schema is declared
+once, as Spark's DDL (``"key long, cluster long"``); the step builds its batches from the same
+string (:func:`arrow_schema`, :func:`record_batch`), so the JVM's side and the Python side
+cannot drift apart.
 
-What is frozen stays out of every later collection: objects that were alive as a step began
-and end up in a reference cycle afterwards are not reclaimed until the worker ends. A worker's
-steps leave little behind: the collection after each one has run before the next freezes.
+PySpark's worker daemon runs a full garbage collection after every task, which walks every
+object the worker tracks (tens of thousands with pyarrow, numpy and the engine loaded). So a
+step, as it starts, moves what its worker holds into the collector's permanent generation
+(:func:`gc.freeze`), which collections skip. Objects alive as a step began that end up in a
+cycle afterwards are reclaimed only when the worker ends; a step leaves little behind.
 """
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterable, Iterator
+from functools import cache
 from typing import Any
 
-__all__ = ["passed_through", "python_step"]
+__all__ = ["arrow_schema", "column_names", "python_step", "record_batch"]
+
+#: the Arrow type of each Spark SQL type the schemas use
+_ARROW_TYPES = {"long": "int64", "int": "int32", "byte": "int8", "string": "string",
+                "binary": "binary", "boolean": "bool_", "double": "float64"}
 
 
 def python_step(frame: Any, step: Callable[[Iterable[Any]], Iterator[Any]], schema: str) -> Any:
@@ -40,7 +39,34 @@ def _frozen(step: Callable[[Iterable[Any]], Iterator[Any]]) -> Callable[[Iterabl
     return run
 
 
-def passed_through(batches: Iterable[Any]) -> Iterator[Any]:
-    """A step that hands its batches on as they came: a Python task that does no work of its
-    own (to start the workers, or to measure what a task costs however little it does)."""
-    yield from batches
+def column_names(schema: str) -> tuple[str, ...]:
+    """The column names of a DDL ``schema``.
+
+    >>> column_names("key long, kind byte")
+    ('key', 'kind')
+    """
+    return tuple(column.split()[0] for column in schema.split(","))
+
+
+@cache
+def arrow_schema(schema: str) -> Any:
+    """The Arrow schema of a DDL ``schema`` of plain columns.
+
+    >>> arrow_schema("key long, kind byte, ok boolean").names
+    ['key', 'kind', 'ok']
+    """
+    import pyarrow as pa
+
+    fields = [column.split() for column in schema.split(",")]
+    return pa.schema([(name, getattr(pa, _ARROW_TYPES[kind])()) for name, kind in fields])
+
+
+def record_batch(schema: str, columns: Iterable[Any]) -> Any:
+    """An Arrow batch of the DDL ``schema`` from its ``columns`` (lists, numpy or Arrow arrays),
+    in order."""
+    import pyarrow as pa
+
+    arrow = arrow_schema(schema)
+    arrays = [column if isinstance(column, pa.Array) else pa.array(column, field.type)
+              for column, field in zip(columns, arrow)]
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow)

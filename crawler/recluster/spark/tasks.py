@@ -1,17 +1,12 @@
 """The input cut into executor tasks on the driver, without reading a page; each task read in
 an executor, start to end.
 
-One task per WARC or JSON Lines file (as cc-pyspark reads Common Crawl: a file is a unit of
-work, and its records come out in order), and chunks of ``TASK_DOCUMENTS`` HTML files or store
-pages; for ``--diff``, chunks of a store's document ids (:func:`diff_tasks`). A document's key
-is its task's ordinal in the high bits and its ordinal in the task in the low
-(:func:`document_key`), so the key orders documents as the input does, whatever the partition
-that happens to read them.
-
-A plain path names a file on the driver's machine as the user gave it, relative to the
-driver's working directory or not; the executors of a cluster run elsewhere (a standalone
-worker in its own work directory), so a task carries that directory and reads
-:meth:`Task.located`, while document ids keep the path as given, as the local engine's do.
+One task per WARC or JSON Lines file (a file is a unit of work, its records in order), and
+chunks of ``TASK_DOCUMENTS`` HTML files or store pages, or for ``--diff`` document ids
+(:func:`diff_tasks`). A document's key is its task's ordinal in the high bits and its place in
+the task in the low (:func:`document_key`): the input's order, whatever partition reads it.
+A plain path is the driver's, relative to its working directory or not; a task carries that
+directory (:meth:`Task.located`), while ids keep the path as given, as the local engine's do.
 """
 
 from __future__ import annotations
@@ -20,6 +15,7 @@ import io
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -154,13 +150,8 @@ def _local_path(path: str) -> str | None:
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
+    rest = iter(items)
+    while chunk := list(islice(rest, size)):
         yield chunk
 
 
@@ -224,7 +215,8 @@ def _read_store_pages(path: str, items: tuple[Any, ...]) -> Iterator[SourceDocum
             try:
                 page = st.pages.read(location)
             except Exception as exc:
-                yield SourceDocument(url, "html", b"", skip_reason=f"unreadable ({type(exc).__name__})")
+                why = f"unreadable ({type(exc).__name__})"
+                yield SourceDocument(url, "html", b"", skip_reason=why)
                 continue
             yield store_page_document(page.url, page.headers, page.body)
 

@@ -26,6 +26,9 @@ queue and in-flight list of every node empty, seen so at two looks at least
 acknowledged, so empty lists mean that no node holds work and none can make more. Until then
 the spider is kept open (``DontCloseSpider``), and Scrapy looks again at its next heartbeat
 (every 5 s), which is also how soon an idle node sees requests another node queued for it.
+The second look is not left to the heartbeat: it is made ``NEARDUP_FRONTIER_SETTLE`` seconds
+after a first that found the crawl's lists empty, and closes the spider if the node is still
+idle and the lists still empty.
 
 Settings (defaults in :mod:`crawler.frontier.defaults`): ``NEARDUP_FRONTIER`` (the Redis URL),
 ``NEARDUP_FRONTIER_NODE`` (``"I/K"``), ``NEARDUP_FRONTIER_CRAWL`` (the crawl's name: its keys'
@@ -121,6 +124,7 @@ class FrontierScheduler(BaseScheduler):
         self.queues: NodeQueues | None = None
         self._registered = False
         self._empty_since: float | None = None
+        self._second_look: Any = None
         #: entries of requests whose callback output is being consumed: ack wanted or not
         self._open_outputs: dict[bytes, bool] = {}
         #: URL → entries of the requests this node popped and has not acknowledged
@@ -128,9 +132,7 @@ class FrontierScheduler(BaseScheduler):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
-        import redis
-        from redis.backoff import ExponentialBackoff
-        from redis.retry import Retry
+        from crawler.frontier.connection import client
 
         settings = crawler.settings
         url = settings.get(defaults.SETTING_URL)
@@ -141,11 +143,7 @@ class FrontierScheduler(BaseScheduler):
             raise NotConfigured(f"{defaults.SETTING_CRAWL} (the crawl's name) is not set")
         node, nodes = parse_node(settings.get(defaults.SETTING_NODE, "1/1"))
         settle = settings.getfloat(defaults.SETTING_SETTLE, defaults.SETTLE_SECONDS)
-        # a Redis restart is ridden out: commands are retried for half a minute or so
-        retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=40)
-        server = redis.Redis.from_url(
-            url, retry=retry, retry_on_error=[redis.ConnectionError, redis.TimeoutError]
-        )
+        server = client(url)  # a Redis restart is ridden out (crawler.frontier.connection)
         scheduler = cls(
             server, crawl, node, nodes, settle=settle,
             fingerprinter=crawler.request_fingerprinter,
@@ -176,6 +174,9 @@ class FrontierScheduler(BaseScheduler):
             self.crawler.signals.connect(self._item_error, signal=signals.item_error)
 
     def close(self, reason: str) -> None:
+        if self._second_look is not None:
+            self._second_look.cancel()
+            self._second_look = None
         if self.crawler is not None:
             self.crawler.signals.disconnect(self._idle, signal=signals.spider_idle)
             self.crawler.signals.disconnect(self._item_error, signal=signals.item_error)
@@ -309,7 +310,22 @@ class FrontierScheduler(BaseScheduler):
             self._inc("neardup/frontier/recovered", self.queues.recover())
         if self.finished():
             return
+        if self._empty_since is not None and self._second_look is None and self.crawler:
+            from scrapy.utils.asyncio import call_later
+
+            self._second_look = call_later(self.settle + 0.05, self._look_again)
         raise DontCloseSpider
+
+    def _look_again(self) -> None:
+        """The second look, ``settle`` seconds after a first that found the lists empty."""
+        self._second_look = None
+        engine = self.crawler.engine if self.crawler is not None else None
+        if engine is None or engine.spider is None or not engine.spider_is_idle():
+            return  # busy again: the idle handler looks when it is idle
+        if self.finished():
+            from scrapy.utils.defer import deferred_from_coro
+
+            deferred_from_coro(engine.close_spider_async(reason="finished"))
 
     def finished(self) -> bool:
         """True at the second of two looks, ``settle`` seconds apart or more, that both found

@@ -199,6 +199,9 @@ def check_frontier(
     from crawler.frontier import connection, defaults
     from crawler.frontier.partition import crawl_name, parse_node
 
+    given = [name for name in (defaults.SETTING_URL, defaults.SETTING_NODE) if name in settings]
+    if given:
+        raise UserError(f"-s {given[0]}: give the frontier as --frontier URL --node I/K")
     if url is None and node is None:
         return None
     if url is None:

@@ -70,6 +70,8 @@ class MirrorSite:
                       for _ in range(5000)]  # fmt: skip
         self.pages: list[dict[str, Page]] = [{} for _ in hosts]
         n = len(hosts)
+        #: each host's index page has words of its own, so that no two are alike
+        self.index_words = [tuple(rng.choice(vocabulary) for _ in range(80)) for _ in hosts]
         for h in range(n):
             for a in range(articles):
                 words = tuple(rng.choice(vocabulary) for _ in range(300))
@@ -107,7 +109,7 @@ class MirrorSite:
             links += [f"{self.bases[(h + 1) % n]}/", f"{self.bases[(h + 2) % n]}/"]
             if h == 0:
                 links.append("/gone.html")
-            return _html(f"host {h}", ["index of the host"], links)
+            return _html(f"host {h}", self.index_words[h], links)
         page = self.pages[h].get(path)
         if page is None:
             return None
@@ -115,6 +117,16 @@ class MirrorSite:
         if page.kind == "mirror" and page.source is not None:
             return self.body(*page.source)
         return _html("article", page.words, ["/"])
+
+    def groups(self) -> list[tuple[str, set[str]]]:
+        """(kind, URLs) of each article with its copy: "mirror" and "near" pairs, of which a
+        crawl keeps exactly one page; "related" pairs, of which it keeps both."""
+        found = []
+        for h, pages in enumerate(self.pages):
+            for path, page in pages.items():
+                if page.source is not None:
+                    found.append((page.kind, {self.url(h, path), self.url(*page.source)}))
+        return found
 
     def url(self, h: int, path: str) -> str:
         return f"{self.bases[h]}{path}"
@@ -125,10 +137,13 @@ class MirrorSite:
         urls |= {self.url(h, path) for h, pages in enumerate(self.pages) for path in pages}
         return urls
 
+    def decided_urls(self) -> set[str]:
+        """Every URL such a crawl decides: the pages, and the link that leads nowhere."""
+        return self.page_urls() | {self.url(0, "/gone.html")}
+
     def fetched_urls(self) -> set[str]:
-        """Every URL such a crawl must fetch: the pages, each host's robots.txt, the 404."""
-        urls = self.page_urls() | {self.url(h, "/robots.txt") for h in range(len(self.hosts))}
-        return urls | {self.url(0, "/gone.html")}
+        """Every URL such a crawl must fetch: those it decides and each host's robots.txt."""
+        return self.decided_urls() | {self.url(h, "/robots.txt") for h in range(len(self.hosts))}
 
     def words_of(self, url: str) -> tuple[str, ...] | None:
         for h, base in enumerate(self.bases):

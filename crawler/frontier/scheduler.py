@@ -26,9 +26,10 @@ queue and in-flight list of every node empty, seen so at two looks at least
 acknowledged, so empty lists mean that no node holds work and none can make more. Until then
 the spider is kept open (``DontCloseSpider``), and Scrapy looks again at its next heartbeat
 (every 5 s), which is also how soon an idle node sees requests another node queued for it.
-The second look is not left to the heartbeat: it is made ``NEARDUP_FRONTIER_SETTLE`` seconds
-after a first that found the crawl's lists empty, and closes the spider if the node is still
-idle and the lists still empty.
+Nor are the looks that end the crawl left to the heartbeat: an idle node looks once the last
+request it held is acknowledged, every second while it waits for the others, and
+``NEARDUP_FRONTIER_SETTLE`` seconds after a look that found the crawl's lists empty; it closes
+if it is still idle and the lists are still empty (one transaction of ``LLEN`` a look).
 
 Settings (defaults in :mod:`crawler.frontier.defaults`): ``NEARDUP_FRONTIER`` (the Redis URL),
 ``NEARDUP_FRONTIER_NODE`` (``"I/K"``), ``NEARDUP_FRONTIER_CRAWL`` (the crawl's name: its keys'
@@ -288,6 +289,8 @@ class FrontierScheduler(BaseScheduler):
         self._forget(url, entry)
         if self.queues.ack(entry):
             self._inc("neardup/frontier/acked")
+        if not self._in_flight:  # this node holds nothing now: the crawl may be finished
+            self._look_in(0.0)
 
     def _forget(self, url: str, entry: bytes) -> None:
         entries = self._in_flight.get(url, [])
@@ -310,22 +313,37 @@ class FrontierScheduler(BaseScheduler):
             self._inc("neardup/frontier/recovered", self.queues.recover())
         if self.finished():
             return
-        if self._empty_since is not None and self._second_look is None and self.crawler:
-            from scrapy.utils.asyncio import call_later
-
-            self._second_look = call_later(self.settle + 0.05, self._look_again)
+        self._look_in(self._next_look())
         raise DontCloseSpider
 
-    def _look_again(self) -> None:
-        """The second look, ``settle`` seconds after a first that found the lists empty."""
+    def _next_look(self) -> float:
+        """Seconds to the next look of an idle node: the second of two, or the next poll."""
+        return self.settle + 0.05 if self._empty_since is not None else defaults.IDLE_LOOK_SECONDS
+
+    def _look_in(self, seconds: float) -> None:
+        """Look at the whole crawl in ``seconds``, without waiting for Scrapy's heartbeat."""
+        if self._second_look is None and self.crawler is not None:
+            from scrapy.utils.asyncio import call_later
+
+            self._second_look = call_later(seconds, self._look)
+
+    def _look(self) -> None:
+        """A look between heartbeats, by an idle node: once the last request it held was
+        acknowledged, every ``IDLE_LOOK_SECONDS`` while it waits for the others, and
+        ``settle`` seconds after a look that found the crawl's lists empty. A node whose
+        crawl is finished closes; one that is busy again is left to Scrapy."""
         self._second_look = None
         engine = self.crawler.engine if self.crawler is not None else None
-        if engine is None or engine.spider is None or not engine.spider_is_idle():
+        if not self._registered or engine is None or engine.spider is None:
+            return
+        if not engine.spider_is_idle():
             return  # busy again: the idle handler looks when it is idle
         if self.finished():
             from scrapy.utils.defer import deferred_from_coro
 
             deferred_from_coro(engine.close_spider_async(reason="finished"))
+        else:
+            self._look_in(self._next_look())
 
     def finished(self) -> bool:
         """True at the second of two looks, ``settle`` seconds apart or more, that both found

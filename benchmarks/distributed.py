@@ -1,7 +1,24 @@
-"""The distributed crawl's dedup index measured: a decision in Redis against one in LMDB, and
-what a kept page costs Redis in memory.
+"""The distributed crawl measured: a crawl on two nodes against one, a decision in Redis against
+one in LMDB, and what a kept page costs Redis in memory.
 
     python -m benchmarks.distributed [--pages 1500] [--redis redis://127.0.0.1:6379/0] [--json]
+        [--crawl-pages 800 --crawl-hosts 24 --latency 0,0.1 --crawl-repeats 3]
+
+**A crawl on one node and on two** (:func:`crawl_benchmark`). The Handbook Digest
+(:mod:`benchmarks.crawl_site`: real sentences, a third of its pages copies of others) spread over
+``--crawl-hosts`` loopback addresses, each page on the host its path hashes to and every link
+naming that host, each response held ``--latency`` seconds (a network's round trip; 0: none,
+the crawl is then bound by this machine's CPU). The real ``neardup crawl`` with the crawl's
+default settings, from the site's home page, crawls it as: one machine's crawl (its LMDB index),
+one node of a distributed crawl (``--frontier --node 1/1``: the Redis index, one node), and two
+nodes on this same 2-core machine (``--node 1/2``, ``--node 2/2``, started together). A run's
+rate is the pages decided over the time from the server's first request to its last response:
+what the crawl sustains, without the fixed cost of starting Scrapy and of the end of the crawl,
+which the wall time of the commands (start to the last exit) includes. The peers in turn,
+``--crawl-repeats`` times; medians. Two nodes on one machine share its two cores with each
+other, the server and Redis, so the ratio shows what a second node adds when fetching waits
+on the network, and what it cannot add when the CPU is already busy; on K machines each node
+has its own.
 
 **Pages.** Real HTML pages (Debian's documentation, :mod:`benchmarks.corpus`), and for a third
 of them a copy: an exact copy, or an edited one (:mod:`benchmarks.edits`), shuffled in after
@@ -54,7 +71,7 @@ from dedup.params import DedupParams, SketchParams
 from dedup.sketches import Sketch
 from storage.redis_index import DEFAULT_BUCKET_BITS
 
-__all__ = ["planted_pages", "sketched"]
+__all__ = ["HostedSite", "crawl_benchmark", "planted_pages", "sketched"]
 
 
 def planted_pages(paths: Sequence[Path], *, seed: int = 5) -> list[tuple[str, bytes]]:
@@ -221,6 +238,201 @@ def synthetic_pages(
     return pages
 
 
+# --- a crawl on one node and on two ------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+#: the crawls compared: (name, nodes; None for one machine's crawl without Redis)
+CRAWL_PEERS: tuple[tuple[str, int | None], ...] = (
+    ("one machine (LMDB)", None), ("1 node (Redis)", 1), ("2 nodes (Redis)", 2),
+)  # fmt: skip
+
+
+class HostedSite:
+    """``site``'s pages spread over ``hosts`` loopback addresses (127.0.0.2, ...): a page is
+    served by the host its path hashes to (BLAKE2b), and every site link in it names that
+    host, so a crawl goes from host to host. Each response waits ``latency`` seconds."""
+
+    def __init__(self, site: Any, hosts: int, latency: float) -> None:
+        import hashlib
+
+        self.site = site
+        self.latency = latency
+        self.hosts = [f"127.0.0.{i}" for i in range(2, 2 + hosts)]
+        self.home: dict[str, int] = {}
+        for page in site.pages:
+            digest = hashlib.blake2b(page.path.encode(), digest_size=8).digest()
+            self.home[page.path] = int.from_bytes(digest, "big") % hosts
+        self.bases: list[str] = []
+        self.served: dict[tuple[int, str], bytes] = {}
+        self.first = self.last = 0.0
+        self._servers: list[Any] = []
+
+    def start_url(self) -> str:
+        return f"{self.bases[self.home['/']]}/"
+
+    def reset(self) -> None:
+        self.first = self.last = 0.0
+
+    def _rewritten(self, data: bytes) -> bytes:
+        import re
+
+        def absolute(match: re.Match[bytes]) -> bytes:
+            path = match.group(2).decode()
+            where = self.home.get(path.split("#")[0].split("?")[0])
+            if where is None:
+                return match.group(0)
+            return match.group(1) + self.bases[where].encode() + match.group(2)
+
+        return re.sub(rb'(href=")(/[^"]*)', absolute, data)
+
+    def __enter__(self) -> HostedSite:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        hosted = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                now = time.monotonic()
+                hosted.first = hosted.first or now
+                if hosted.latency:
+                    time.sleep(hosted.latency)
+                host = hosted.hosts.index(self.server.server_address[0])
+                data = hosted.served.get((host, self.path))
+                if self.path == "/robots.txt":
+                    from benchmarks.crawl_site import ROBOTS
+
+                    data = ROBOTS
+                self.send_response(200 if data is not None else 404)
+                kind = "text/plain" if self.path == "/robots.txt" else "text/html; charset=utf-8"
+                self.send_header("Content-Type", kind)
+                body = data if data is not None else b"<p>not here</p>"
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except OSError:
+                    pass
+                hosted.last = time.monotonic()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        for host in self.hosts:
+            server = ThreadingHTTPServer((host, 0), Handler)
+            server.daemon_threads = True
+            self._servers.append(server)
+            self.bases.append(f"http://{host}:{server.server_address[1]}")
+        for page in self.site.pages:
+            if page.kind != "robots_txt":
+                self.served[(self.home[page.path], page.path)] = self._rewritten(page.data)
+        for server in self._servers:
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+
+
+def _crawl_run(hosted: HostedSite, nodes: int | None, redis_url: str, folder: Path,
+               timeout: float) -> dict[str, Any]:  # fmt: skip
+    """One crawl of the hosted site by ``nodes`` nodes (None: one machine's crawl), each node
+    a ``neardup crawl`` process with a fresh store; pages decided, kept, span and wall time."""
+    import os
+    import uuid
+
+    import redis
+
+    if nodes is not None:
+        redis.Redis.from_url(redis_url).flushall()
+    hosted.reset()
+    run = folder / uuid.uuid4().hex[:8]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    base = [sys.executable, "-m", "crawler.cli", "crawl", hosted.start_url(), "--quiet", "--json",
+            "-s", "NEARDUP_ALLOWED_DOMAINS=" + ",".join(hosted.hosts)]  # fmt: skip
+    commands = []
+    for node in range(1, (nodes or 1) + 1):
+        command = [*base, "--store", str(run / f"store-{node}")]
+        if nodes is not None:
+            command += ["--frontier", redis_url, "--node", f"{node}/{nodes}"]
+        commands.append(command)
+    started = time.monotonic()
+    processes = [subprocess.Popen(c, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for c in commands]  # fmt: skip
+    summaries = []
+    for process in processes:
+        out, err = process.communicate(timeout=timeout)
+        if process.returncode != 0:
+            raise SystemExit(f"a crawl failed ({process.returncode}): {err[-2000:]}")
+        summaries.append(json.loads(out))
+    wall = time.monotonic() - started
+    shutil.rmtree(run, ignore_errors=True)
+    decided = sum(s["decided"] for s in summaries)
+    span = hosted.last - hosted.first
+    return {
+        "decided": decided,
+        "kept": sum(s["decisions"]["kept"] for s in summaries),
+        "per_node": [s["decided"] for s in summaries],
+        "span": span,
+        "pages_per_second": decided / span if span > 0 else 0.0,
+        "wall": wall,
+    }
+
+
+def crawl_benchmark(args: argparse.Namespace, redis_url: str, folder: Path) -> dict[str, Any]:
+    """Every peer of :data:`CRAWL_PEERS` at every latency, in turn, ``crawl_repeats`` times."""
+    from benchmarks.crawl_site import build_site
+
+    site = build_site(pages=args.crawl_pages, seed=5)
+    latencies = [float(v) for v in str(args.latency).split(",") if v.strip()]
+    result: dict[str, Any] = {"pages": len(site.html_pages), "hosts": args.crawl_hosts,
+                              "text": site.text_source, "rows": []}  # fmt: skip
+    for latency in latencies:
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in CRAWL_PEERS}
+        with HostedSite(site, args.crawl_hosts, latency) as hosted:
+            for _ in range(args.crawl_repeats):
+                for name, nodes in CRAWL_PEERS:
+                    runs[name].append(_crawl_run(hosted, nodes, redis_url, folder, 900))
+        for name, nodes in CRAWL_PEERS:
+            done = runs[name]
+            result["rows"].append({
+                "latency": latency,
+                "crawl": name,
+                "nodes": nodes,
+                "decided": statistics.median(r["decided"] for r in done),
+                "kept": statistics.median(r["kept"] for r in done),
+                "per_node": done[-1]["per_node"],
+                "pages_per_second": round(statistics.median(r["pages_per_second"] for r in done), 1),
+                "span": round(statistics.median(r["span"] for r in done), 2),
+                "wall": round(statistics.median(r["wall"] for r in done), 2),
+            })  # fmt: skip
+        one = next(r for r in result["rows"] if r["latency"] == latency and r["nodes"] == 1)
+        for row in result["rows"]:
+            if row["latency"] == latency:
+                rate = one["pages_per_second"]
+                row["ratio_to_one_node"] = round(row["pages_per_second"] / rate, 2) if rate else None
+    return result
+
+
+def _crawl_table(found: dict[str, Any]) -> list[str]:
+    lines = [
+        f"a crawl of {found['pages']} pages on {found['hosts']} hosts ({found['text']}); "
+        "medians",
+        "",
+        "| latency | crawl              | pages | kept | pages/s | x 1 node | crawling s | wall s |",
+        "|--------:|--------------------|------:|-----:|--------:|---------:|-----------:|-------:|",
+    ]
+    for row in found["rows"]:
+        lines.append(
+            f"| {row['latency'] * 1000:>5.0f}ms | {row['crawl']:<18} | {row['decided']:>5.0f} "
+            f"| {row['kept']:>4.0f} | {row['pages_per_second']:>7} | {row['ratio_to_one_node']:>7}x "
+            f"| {row['span']:>10} | {row['wall']:>6} |"
+        )
+    return lines
+
+
 def _median_of(rows: list[dict[str, float]]) -> dict[str, float]:
     return {key: round(statistics.median(row[key] for row in rows), 1) for key in rows[0]}
 
@@ -252,6 +464,9 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                     rows = runs.get(fsync, {}).get("rows", [])
                     found["rows"] = [*rows, _percentiles(found["times"])]
                     runs[fsync] = found
+            if args.crawl_pages:
+                _, url = servers["always"]
+                runs["crawl"] = crawl_benchmark(args, url, folder)
             if args.scale:
                 _, url = servers["always"]
                 # buckets about as full (some 100 postings) as a crawl of that size fills them
@@ -275,6 +490,8 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
         "given": args.redis is not None,
         "lmdb_us": lmdb,
     }
+    if "crawl" in runs:
+        result["crawl"] = runs.pop("crawl")
     for run, found in runs.items():
         times = _median_of(found["rows"]) if "rows" in found else _percentiles(found["times"])
         pages = len(found["times"])
@@ -295,7 +512,8 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _table(result: dict[str, Any]) -> str:
-    lines = [
+    lines = [*_crawl_table(result["crawl"]), ""] if "crawl" in result else []
+    lines += [
         (f"{result['pages']} real pages, {result['kept']} kept, {result['dropped']} dropped "
          f"(the same decisions on every index); medians of {result['repeats']} runs"),
         "",
@@ -352,6 +570,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=int, default=20000,
                         help="distinct synthetic pages for memory at full buckets (0: skip)")
     parser.add_argument("--redis", help="a redis:// URL to use (flushed!) instead of starting one")
+    parser.add_argument("--crawl-pages", type=int, default=800,
+                        help="pages of the site crawled by one node and two (0: skip the crawls)")
+    parser.add_argument("--crawl-hosts", type=int, default=24, help="hosts the site is spread over")
+    parser.add_argument("--latency", default="0,0.1",
+                        help="seconds each response waits, comma-separated: a row for each")
+    parser.add_argument("--crawl-repeats", type=int, default=3, help="crawls of each peer (medians)")
     parser.add_argument("--json", action="store_true", help="print JSON, not the table")
     args = parser.parse_args(argv)
     result = benchmark(args)

@@ -26,6 +26,7 @@ from scrapy.logformatter import LogFormatter
 
 from crawler.config import Config, CrawlParams
 from crawler.extensions.throttle import DEFAULT_WINDOW
+from crawler.frontier import defaults as frontier
 from dedup.params import ContentArea, DedupParams, SketchParams
 
 if TYPE_CHECKING:
@@ -74,6 +75,11 @@ NEARDUP_PROGRESS_INTERVAL = 1.0  # seconds between two progress lines
 # _TARGET_CONCURRENCY and _DEBUG as Scrapy's does
 NEARDUP_THROTTLE_ENABLED = _CRAWL.autothrottle
 NEARDUP_THROTTLE_WINDOW = DEFAULT_WINDOW  # responses in that median
+# a crawl on several machines (docs/distributed.md): the crawler.frontier scheduler and index
+NEARDUP_FRONTIER = None  # redis://HOST:PORT/DB of the shared frontier and index; None: one machine
+NEARDUP_FRONTIER_NODE = "1/1"  # this node, "I/K": node I of K (each host belongs to one node)
+NEARDUP_FRONTIER_CRAWL = None  # the crawl's name, prefix of its Redis keys (None: from start URLs)
+NEARDUP_FRONTIER_SETTLE = frontier.SETTLE_SECONDS  # s between the two looks that end the crawl
 
 
 def neardup_defaults() -> dict[str, Any]:

@@ -58,11 +58,13 @@ DATABASES: dict[str, dict[str, bool]] = {
     "history": {},
     # cluster id → its members whose content hash is not the first member's (when any)
     "odd_members": {},
+    # doc id → its place in the order of a distributed crawl's decisions (a node's store)
+    "orders": {},
 }
 
 #: databases added after the first stores were made: a read-only open of an older store goes
 #: without them (a writable open creates them), so readers never refuse a store for lacking one
-OPTIONAL_DATABASES = frozenset({"texts", "history", "odd_members"})
+OPTIONAL_DATABASES = frozenset({"texts", "history", "odd_members", "orders"})
 
 #: the widest key any database uses (cluster id ‖ sequence number in member_fps)
 WIDEST_KEY = 16

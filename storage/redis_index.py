@@ -537,8 +537,14 @@ class RedisIndex:
         return value  # type: ignore[no-any-return]
 
     def orders(self) -> int:
-        """How many decisions have been committed (the last order number)."""
+        """The last order number taken (by a decision, or by :meth:`take_order`)."""
         return int(self._r.get(self._key("order")) or 0)
+
+    def take_order(self) -> int:
+        """The next order number, for a page decided without the index (one skipped: it has
+        no sketch), so that every decision of the crawl has its place in one order. Nothing
+        is recorded under it: :meth:`document` answers None for it."""
+        return int(self._r.incr(self._key("order")))
 
     # --- reading ----------------------------------------------------------------------------
 

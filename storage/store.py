@@ -10,6 +10,10 @@
       manifest.json   the parameters the sketches were made with (storage.manifest)
       writer.lock     held by the one process that writes
 
+The store of one node of a distributed crawl is the same, but for its cluster index, which is
+the crawl's, in Redis: it records which node it is and each document's place in the crawl's
+order (:mod:`storage.nodes`).
+
 **Crash consistency.** The invariant (``docs/architecture.md``) is that the index and the page
 store agree: every stored page is referenced by exactly one committed document, and every
 committed document's page is stored. A batch (:meth:`Store.batch`) writes pages to the WARC
@@ -61,6 +65,7 @@ from storage.history import History
 from storage.lmdb_index import LmdbIndex
 from storage.log import DedupLog, read_log
 from storage.manifest import FORMAT_VERSION, Manifest
+from storage.nodes import CrawlNode
 from storage.pages import Page, PageStore, WarcPosition
 from storage.records import DocumentRecord, PageLocation, url_of_record, warc_name
 
@@ -70,10 +75,14 @@ URLS_DB = "urls"
 #: doc id → the zlib-compressed UTF-8 canonical text of a dropped page, so that its drop can be
 #: explained after the crawl (a dropped page never reaches the WARC files)
 TEXTS_DB = "texts"
+#: doc id → its place in the order of a distributed crawl's decisions (storage.nodes)
+ORDERS_DB = "orders"
 
 MANIFEST_KEY = b"manifest"
 NEXT_DOC_KEY = b"next_doc_id"
 WARC_KEY = b"warc_committed"
+#: the node of a distributed crawl that keeps the store (storage.nodes), if it is one
+NODE_KEY = b"crawl_node"
 _POSITION = struct.Struct(">IQ")
 _CHUNK = 1024
 _URL_CHUNK = 8192  # URLs are small: a longer chunk, still a short transaction
@@ -101,6 +110,10 @@ class Inventory:
     #: page-store files with data past the last commit: (name, bytes past it), or (name, None)
     #: for a file wholly past it; what a crash leaves, cut off by the next writable open
     uncommitted: list[tuple[str, int | None]] = field(default_factory=list)
+    #: the node of a distributed crawl the store is, if it is one (its index is in Redis)
+    node: CrawlNode | None = None
+    #: documents with their place in the distributed crawl's order
+    orders: int = 0
 
 
 @dataclass(frozen=True)
@@ -357,6 +370,78 @@ class Store:
         value = self._txns.get("meta", NEXT_DOC_KEY)
         return 0 if value is None else unpack_id(value)
 
+    # --- a node of a distributed crawl (storage.nodes) ---------------------------------------
+
+    @property
+    def crawl_node(self) -> CrawlNode | None:
+        """The node of a distributed crawl this store is kept by, or None (a single machine's)."""
+        value = self._txns.get("meta", NODE_KEY)
+        return None if value is None else CrawlNode.from_bytes(value)
+
+    def check_crawl_node(self, wanted: CrawlNode | None) -> None:
+        """Refuse to be crawled as other than what the store is: the node ``wanted`` of a
+        distributed crawl (None: a single machine's crawl). A store without documents may
+        become a node. :class:`StoreMismatchError`, one line, otherwise."""
+        have = self.crawl_node
+        if have == wanted or (have is None and self._next_doc_id() == 0):
+            return
+        if have is None:
+            raise StoreMismatchError(
+                f"store {self.path} holds a single-machine crawl; a node of a distributed crawl "
+                "needs a store of its own (another --store)"
+            )
+        if wanted is None:
+            raise StoreMismatchError(
+                f"store {self.path} is {have.describe()}: crawl it with --frontier and --node "
+                f"{have.label}, or give a single-machine crawl another --store"
+            )
+        raise StoreMismatchError(
+            f"store {self.path} is {have.describe()}; this crawl is {wanted.describe()} "
+            "(each node needs a store of its own)"
+        )
+
+    def join_crawl(self, node: CrawlNode) -> None:
+        """Record that this store is kept by ``node`` (in the open batch), after
+        :meth:`check_crawl_node`."""
+        self.check_crawl_node(node)
+        if self.crawl_node is None:
+            self._txns.put("meta", NODE_KEY, node.to_bytes())
+
+    def put_order(self, doc_id: int, order: int) -> None:
+        """Record the document's place in the distributed crawl's order of decisions."""
+        self._txns.put(ORDERS_DB, pack_id(_checked_id(doc_id)), pack_id(_checked_id(order)))
+
+    def order_of(self, doc_id: int) -> int | None:
+        """The document's place in the distributed crawl's order, or None (not a node's)."""
+        if ORDERS_DB not in self._txns.dbs:
+            return None
+        value = self._txns.get(ORDERS_DB, pack_id(doc_id))
+        return None if value is None else unpack_id(value)
+
+    def orders(self) -> Iterator[tuple[int, int]]:
+        """``(doc_id, order)`` of every document with a place in the crawl's order, by doc id.
+
+        The orders mostly rise with the doc ids, not always: a page a node had decided but not
+        stored when it was killed is stored after its restart with its first place, after
+        documents decided since. Sort by order to read a crawl in its order.
+        """
+        if ORDERS_DB not in self._txns.dbs:
+            return
+        start = 0
+        while True:
+            chunk: list[tuple[int, int]] = []
+            with self._txns.read() as txn:
+                cursor = txn.cursor(db=self._txns.dbs[ORDERS_DB])
+                if cursor.set_range(pack_id(start)):
+                    for key, value in cursor:
+                        chunk.append((unpack_id(key), unpack_id(value)))
+                        if len(chunk) >= _URL_CHUNK:
+                            break
+            yield from chunk
+            if len(chunk) < _URL_CHUNK:
+                return
+            start = chunk[-1][0] + 1
+
     # --- reading ----------------------------------------------------------------------------
 
     def document(self, doc_id: int) -> DocumentRecord | None:
@@ -485,11 +570,15 @@ class Store:
             entries = self._entries()
             found.documents, found.clusters = entries["docs"], entries["clusters"]
             found.fingerprints, found.exact_hashes = entries["fp_clusters"], entries["hashes"]
-            for line in self.index.check(self._has_document):
-                problem(line)
-            locations = self._check_documents(problem)
+            found.node = node = self.crawl_node
+            if node is None:  # a node's clusters are the crawl's, in Redis (storage.nodes)
+                for line in self.index.check(self._has_document):
+                    problem(line)
+            locations = self._check_documents(problem, local_clusters=node is None)
             found.pages = locations.count
             found.urls = self._check_history(problem)
+            if node is not None:
+                found.orders = self._check_orders(problem)
             position = position_from_bytes(self._txns.get("meta", WARC_KEY))
         self._check_pages(position, locations, problem, found)
         return found
@@ -518,8 +607,31 @@ class Store:
         with self._txns.read() as txn:
             return txn.get(pack_id(doc_id), db=self._txns.dbs["docs"]) is not None
 
-    def _check_documents(self, problem: Callable[[str], None]) -> _Locations:
-        """The records, their clusters and the sketches; the page location of each document."""
+    def _check_orders(self, problem: Callable[[str], None]) -> int:
+        """A node's store: every document has its place in the crawl's order, and no two
+        share one; returns how many have one."""
+        count = 0
+        owners: dict[int, int] = {}
+        for doc_id, order in self.orders():
+            count += 1
+            if not self._has_document(doc_id):
+                problem(f"the place {order} in the crawl's order names document {doc_id}, "
+                        "which is missing")  # fmt: skip
+            elif order in owners:
+                problem(f"documents {owners[order]} and {doc_id} share the place {order} in the "
+                        "crawl's order")  # fmt: skip
+            owners.setdefault(order, doc_id)
+        if count < self._entries()["docs"]:
+            for doc_id, record in self.documents():
+                if self.order_of(doc_id) is None:
+                    problem(f"document {doc_id} ({record.url}) has no place in the crawl's order")
+        return count
+
+    def _check_documents(
+        self, problem: Callable[[str], None], *, local_clusters: bool = True
+    ) -> _Locations:
+        """The records, their clusters (when the index is the store's own) and the sketches;
+        the page location of each document."""
         locations = _Locations()
         last = -1
         with self._txns.read() as txn:
@@ -530,7 +642,8 @@ class Store:
                 except ValueError as exc:
                     problem(f"document {doc_id}: unreadable record ({exc})")
                     continue
-                if (record.cluster_id is not None and not self.index.has_cluster(record.cluster_id)
+                if (local_clusters and record.cluster_id is not None
+                        and not self.index.has_cluster(record.cluster_id)
                         and self._is_current(doc_id, record.url)):  # an older one's may be gone
                     problem(f"document {doc_id}: its cluster {record.cluster_id} is missing")
                 if record.page is not None:

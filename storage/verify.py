@@ -6,6 +6,10 @@ writes the layout, so that they change with it: :meth:`storage.store.Store.check
 counters, pages) and :meth:`storage.lmdb_index.LmdbIndex.check` (the index's databases), which
 list what they check. This module chooses how the store is opened and renders the report.
 
+The store of a node of a distributed crawl (:mod:`storage.nodes`) has its cluster index in
+Redis: its documents, pages, history and places in the crawl's order are checked, its own
+(empty) index is not.
+
 The only repair is the one a crash makes necessary: a WARC tail written after the last commit
 (see :mod:`storage.store`) is cut off, by opening the store for writing. When another process is
 writing, the store is opened read-only, the committed state is checked and nothing is repaired.
@@ -41,6 +45,10 @@ class VerifyReport:
     revisit_records: int = 0
     #: URLs whose state the crawl runs keep
     urls: int = 0
+    #: the node of a distributed crawl the store is (``I/K``), None for a single machine's
+    node: str | None = None
+    #: a node's documents with their place in the crawl's order
+    orders: int = 0
     repaired: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     problem_count: int = 0
@@ -70,6 +78,9 @@ class VerifyReport:
             f"{self.revisit_records} revisits)",
             f"  URLs          {self.urls:>10}  (with the state of their last crawl run)",
         ]
+        if self.node is not None:
+            lines.append(f"  orders        {self.orders:>10}  (documents with their place in the "
+                         f"order of the crawl's decisions; node {self.node})")  # fmt: skip
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  repaired: {r}" for r in self.repaired] or ["  repaired: nothing to repair"]
         lines += [f"  problem: {p}" for p in self.problems]
@@ -114,6 +125,12 @@ def _add_counts(report: VerifyReport, found: Inventory, tail: str) -> None:
     report.exact_hashes = found.exact_hashes
     report.warc_files, report.warc_records = found.warc_files, found.warc_records
     report.revisit_records, report.urls = found.revisit_records, found.urls
+    if found.node is not None:
+        report.node, report.orders = found.node.label, found.orders
+        report.notes.append(
+            f"the store is {found.node.describe()}: its clusters are in the crawl's Redis index, "
+            "so the store's own index is empty and not checked"
+        )
     for name, extra in found.uncommitted:
         if extra is None:
             report.notes.append(f"{name} is past the last commit ({tail})")

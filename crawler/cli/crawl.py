@@ -16,6 +16,14 @@ crawl removes its JOBDIR, so running the command again refetches the site and de
 pages that are new. ``<store>/crawl.lock`` (an ``flock``, released by the kernel however the
 process ends) keeps two crawls off one store.
 
+**On several machines** (``--frontier redis://HOST:PORT/DB --node I/K``, ``docs/distributed.md``),
+the command runs node I of K of one crawl: Scrapy's scheduler is the shared frontier's
+(:mod:`crawler.frontier`), which keeps the requests in Redis, so no JOBDIR is kept; every page
+is decided against the crawl's index in Redis (:mod:`crawler.work.shared`) and stored in this
+node's store, which records that it is node I/K. Every node is given the same start URLs (they
+name the crawl, and so its Redis keys) and the same ``--frontier``. After a kill the same
+command starts the node again: the requests it held in flight come back from Redis.
+
 **When the store cannot be written** (a full disk, a read-only directory, a file that cannot
 grow), the crawl stops: the terminal gets one line, ``neardup crawl: error: <cause>: <path>``,
 and the exit status is 1; the summary counts only what was committed; the Scrapy log keeps the
@@ -44,6 +52,7 @@ from urllib.parse import urlsplit
 from crawler.cli.common import RunFailed, UserError, add_config_arguments, resolve_config
 from crawler.config import Config, parse_assignment
 from storage.errors import StoreBusyError, StoreWriteError
+from storage.nodes import CrawlNode
 from storage.store import hold_lock
 
 if TYPE_CHECKING:
@@ -65,11 +74,17 @@ dropped and where the store and the log are.
 Ctrl-C stops cleanly; the same command then resumes where it stopped. After a crash or a kill
 the crawl starts again from the start URLs and passes over every page the store already has.
 
+On several machines, every node runs the same command with the same start URLs and the same
+--frontier (a Redis server, with its AOF on), each with its own --node I/K and its own store:
+each host is fetched by one node, and a page is dropped as a copy of a page any node kept.
+
 examples:
   neardup crawl https://example.org/ --store example-store
   neardup crawl https://example.org/docs/ --set crawl.max_pages=500 --set dedup.threshold=0.8
   neardup crawl http://127.0.0.1:8000/ --set crawl.concurrency=1 --quiet --json
   neardup crawl https://example.org/ -s REDIRECT_MAX_TIMES=5 -s RETRY_TIMES=0
+  neardup crawl https://example.org/ https://example.net/ --store node1-store \
+      --frontier redis://10.0.0.5:6379/0 --node 1/3
 """
 
 #: the crawl's state files inside the store
@@ -104,6 +119,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-s", "--scrapy-setting", metavar="NAME=VALUE", action="append", default=[],
         help="a Scrapy setting, as scrapy crawl -s takes it (wins over everything; repeatable)",
     )  # fmt: skip
+    parser.add_argument(
+        "--frontier", metavar="redis://HOST:PORT/DB",
+        help="run as one node of a crawl on several machines: the Redis server that holds the "
+             "crawl's frontier and dedup index (the same for every node)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--node", metavar="I/K", help="with --frontier: this is node I of K (1-based)"
+    )
     add_config_arguments(parser)
 
 
@@ -113,12 +136,14 @@ def run(args: argparse.Namespace) -> int:
         config = replace(config, store=args.store)
     urls = check_start_urls(args.urls)
     settings = dict(parse_assignment(a) for a in args.scrapy_setting)
+    frontier = check_frontier(args.frontier, args.node, urls, settings)
     outcome = crawl(
         config,
         urls,
         progress=not (args.quiet or args.json),
         verbose=args.verbose,
         settings=settings,
+        frontier=frontier,
     )
     if args.json:
         print(json.dumps(outcome.to_dict(), indent=2))
@@ -141,6 +166,68 @@ def check_start_urls(urls: list[str]) -> list[str]:
         if not ok:
             raise UserError(f"not an http(s) URL: {url!r} (e.g. https://example.org/)")
     return list(urls)
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """The distributed crawl this command runs a node of: the Redis URL and the node."""
+
+    url: str
+    node: CrawlNode
+
+    def settings(self, user_agent: str) -> dict[str, Any]:
+        """The Scrapy settings of the node: the frontier's scheduler and spider middleware,
+        and a User-Agent that names the node (so that a server's log says which node came)."""
+        from crawler.frontier import defaults
+
+        return {
+            "SCHEDULER": "crawler.frontier.scheduler.FrontierScheduler",
+            "SPIDER_MIDDLEWARES": {"crawler.frontier.middleware.FrontierSpiderMiddleware": 10},
+            defaults.SETTING_URL: self.url,
+            defaults.SETTING_NODE: self.node.label,
+            defaults.SETTING_CRAWL: self.node.crawl,
+            "USER_AGENT": node_user_agent(user_agent, self.node.label),
+        }
+
+
+def check_frontier(
+    url: str | None, node: str | None, start_urls: list[str], settings: dict[str, Any]
+) -> Frontier | None:
+    """``--frontier`` and ``--node`` checked (a UserError, one line, for a bad value or a Redis
+    that does not answer), or None for a single machine's crawl. The crawl's name is
+    ``NEARDUP_FRONTIER_CRAWL`` if given, else made from the start URLs."""
+    from crawler.frontier import connection, defaults
+    from crawler.frontier.partition import crawl_name, parse_node
+
+    given = [name for name in (defaults.SETTING_URL, defaults.SETTING_NODE) if name in settings]
+    if given:
+        raise UserError(f"-s {given[0]}: give the frontier as --frontier URL --node I/K")
+    if url is None and node is None:
+        return None
+    if url is None:
+        raise UserError("--node needs --frontier redis://HOST:PORT/DB (the crawl's Redis)")
+    if node is None:
+        raise UserError("--frontier needs --node I/K (which node of how many this one is)")
+    try:
+        i, k = parse_node(node)
+        connection.check(url)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    crawl = settings.get(defaults.SETTING_CRAWL) or crawl_name(start_urls)
+    return Frontier(url, CrawlNode(str(crawl), i, k))
+
+
+def node_user_agent(agent: str, label: str) -> str:
+    """The User-Agent with the node in it.
+
+    >>> node_user_agent("neardup/0.1 (near-duplicate aware crawler)", "2/3")
+    'neardup/0.1 (near-duplicate aware crawler; node 2/3)'
+    >>> node_user_agent("mybot/1.0", "1/2")
+    'mybot/1.0 (node 1/2)'
+    """
+    if agent.endswith(")"):
+        return f"{agent[:-1]}; node {label})"
+    return f"{agent} (node {label})"
 
 
 # --- the outcome ---------------------------------------------------------------------------------
@@ -174,6 +261,8 @@ class CrawlOutcome:
     crawl_run: int = 0
     #: what changed since the store's last run: new, unchanged, changed, gone, redecided
     changes: dict[str, int] = field(default_factory=dict)
+    #: the node of a distributed crawl this was (``I/K``), None on a single machine
+    node: CrawlNode | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -205,6 +294,8 @@ class CrawlOutcome:
             "log": str(self.log),
             "scrapy_log": str(self.scrapy_log),
             "start_urls": self.start_urls,
+            "node": self.node.label if self.node is not None else None,
+            "crawl": self.node.crawl if self.node is not None else None,
             "reason": self.reason,
             "interrupted": self.interrupted,
             "resumed": self.resumed,
@@ -271,6 +362,9 @@ class CrawlOutcome:
                 f"  not committed      {self.not_committed:>7,}   lost with the batch that "
                 "failed; decided again next run"
             )
+        if self.node is not None:
+            lines.append(f"  node               {self.node.label:>7}   of the distributed crawl "
+                         f"{self.node.crawl!r}")  # fmt: skip
         lines += [f"note: {n}" for n in self.notes]
         lines += [
             f"dedup log:  {self.log}",
@@ -326,10 +420,27 @@ class CrawlState:
             self._lock.close()
             self._lock = None
 
-    def prepare(self, start_urls: list[str], run_id: str) -> tuple[bool, list[str]]:
-        """Decide what to do with a JOBDIR left behind; write the marker. (resumed, notes)"""
+    def prepare(
+        self, start_urls: list[str], run_id: str, *, frontier: bool = False
+    ) -> tuple[bool, list[str]]:
+        """Decide what to do with a JOBDIR left behind; write the marker. (resumed, notes)
+
+        A node of a distributed crawl keeps no JOBDIR (its requests are in Redis, and those it
+        held when it stopped come back from there): only the marker is written."""
         notes: list[str] = []
         resumed = False
+        if frontier:
+            if self.marker.exists():
+                before = _read_json(self.marker)
+                notes.append(
+                    f"the previous crawl (run {before.get('run_id', '?')}) did not stop cleanly; "
+                    "the requests it held go back to this node's queue in Redis, and the pages "
+                    "the store already has are passed over"
+                )
+            shutil.rmtree(self.jobdir, ignore_errors=True)
+            _write_json(self.marker, {"run_id": run_id, "pid": os.getpid(),
+                                      "start_urls": start_urls, "started": time.time()})
+            return False, notes
         if self.marker.exists():
             before = _read_json(self.marker)
             shutil.rmtree(self.jobdir, ignore_errors=True)
@@ -395,20 +506,49 @@ def _fsync_dir(directory: Path) -> None:
 # --- running Scrapy ------------------------------------------------------------------------------
 
 
-def check_store(config: Config) -> None:
+def check_store(config: Config, frontier: Frontier | None = None) -> None:
     """Open the store once before Scrapy starts, so a mismatch, a busy store or a threshold its
-    index cannot serve (see :func:`dedup.cluster.indexed_count`) is one line."""
+    index cannot serve (see :func:`dedup.cluster.indexed_count`) is one line; so is, for a
+    node of a distributed crawl, a store of another node or crawl, a count of nodes or
+    parameters other than the crawl's (:func:`check_crawl`)."""
     from dedup.cluster import GreedyClusterer
     from storage.errors import StoreError
     from storage.store import Store
 
     try:
         with Store.open(config.store, config.sketch, area=config.canonical) as store:
-            GreedyClusterer(store.index, config.dedup)
+            store.check_crawl_node(frontier.node if frontier is not None else None)
+            if frontier is None:
+                GreedyClusterer(store.index, config.dedup)
+        if frontier is not None:
+            check_crawl(config, frontier)
     except StoreWriteError:
         raise
     except (StoreError, ValueError) as exc:
         raise UserError(str(exc)) from None
+
+
+def check_crawl(config: Config, frontier: Frontier) -> None:
+    """The crawl in Redis takes this node: the same count of nodes (the first node fixes it)
+    and the same sketch and dedup parameters (the first node's are the index's);
+    ``ValueError`` naming the difference."""
+    from crawler.frontier import defaults
+    from crawler.frontier.connection import client
+    from crawler.frontier.queue import check_nodes
+    from crawler.work.shared import index_params
+    from dedup.cluster import GreedyClusterer
+    from storage.redis_index import RedisIndex
+
+    node = frontier.node
+    server = client(frontier.url)
+    try:
+        check_nodes(server, node.crawl, node.nodes)
+        params = index_params(config.sketch, config.canonical, config.dedup)
+        index = RedisIndex(server, defaults.keys(node.crawl)["index"], node=node.node,
+                           params=params)  # fmt: skip
+        GreedyClusterer(index, config.dedup)
+    finally:
+        server.close()
 
 
 def crawl(
@@ -418,8 +558,10 @@ def crawl(
     progress: bool = True,
     verbose: bool = False,
     settings: dict[str, Any] | None = None,
+    frontier: Frontier | None = None,
 ) -> CrawlOutcome:
     """Crawl ``start_urls`` into ``config.store``; Scrapy ``settings`` override the mapped ones.
+    With ``frontier``, as one node of a distributed crawl (module doc).
 
     Runs a Twisted reactor, so it can be called once per process. A store that cannot be
     written is :class:`RunFailed` with one line, before the crawl or after it (module doc).
@@ -433,10 +575,10 @@ def crawl(
     run_id = new_run_id()
     try:
         with CrawlState(store) as state:
-            check_store(config)
-            resumed, notes = state.prepare(start_urls, run_id)
+            check_store(config, frontier)
+            resumed, notes = state.prepare(start_urls, run_id, frontier=frontier is not None)
             return _run_scrapy(config, start_urls, state, run_id, resumed, notes, progress,
-                               verbose, settings)  # fmt: skip
+                               verbose, settings, frontier)  # fmt: skip
     except OSError as exc:  # the store's own files, before or after the crawl
         raise RunFailed(str(StoreWriteError.of(exc, store))) from None
     except StoreWriteError as exc:
@@ -453,6 +595,7 @@ def _run_scrapy(
     progress: bool,
     verbose: bool,
     settings: dict[str, Any] | None,
+    frontier: Frontier | None = None,
 ) -> CrawlOutcome:
     """Run Scrapy's engine for :func:`crawl`, inside the store's crawl state."""
     from scrapy import signals
@@ -472,6 +615,7 @@ def _run_scrapy(
         start_urls=start_urls,
         resumed=resumed,
         notes=notes,
+        node=frontier.node if frontier is not None else None,
     )
     base = scrapy_settings(config)
     # the progress line is added only when wanted: a disabled extension that says why is a
@@ -487,11 +631,14 @@ def _run_scrapy(
         "NEARDUP_PROGRESS": progress,
         "NEARDUP_RUN_ID": run_id,
         "NEARDUP_STORE": str(store),
-        "JOBDIR": str(state.jobdir),
         "LOG_FILE": str(outcome.scrapy_log),
         "LOG_LEVEL": "DEBUG" if verbose else "INFO",
-        **(settings or {}),
     }
+    if frontier is None:
+        merged["JOBDIR"] = str(state.jobdir)
+    else:
+        merged.update(frontier.settings(base["USER_AGENT"]))
+    merged.update(settings or {})
     seen: dict[str, Any] = {"opened": False, "reason": None}
     failure = _FailureLine()
     handler = _stderr_handler(logging.INFO if verbose else logging.WARNING, failure)

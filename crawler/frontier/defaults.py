@@ -28,6 +28,8 @@ ENTRY_META = "neardup_frontier_entry"
 
 #: seconds between the two looks that must both find the crawl's lists empty (termination)
 SETTLE_SECONDS = 1.0
+#: seconds between the looks of an idle node at the crawl's lists, between Scrapy's heartbeats
+IDLE_LOOK_SECONDS = 1.0
 
 #: the settings (``from_crawler``): Redis URL, ``"I/K"``, crawl name, settle seconds
 SETTING_URL = "NEARDUP_FRONTIER"

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import redis
     from scrapy import Request, Spider
 
-__all__ = ["NodeQueues"]
+__all__ = ["NodeQueues", "check_nodes"]
 
 # KEYS: seen, the owner's queue, this node's in-flight list; ARGV: fingerprint ('' when not
 # filtered), entry, the in-flight entry it replaces (''). 1 if queued, 0 if seen before.
@@ -129,14 +129,7 @@ class NodeQueues(Base):  # type: ignore[misc]  # scrapy-redis ships no type hint
 
     def check_nodes(self) -> None:
         """Fix the crawl's number of nodes, or refuse a node started with another one."""
-        key = self.keys["frontier"]
-        self.server.hsetnx(key, "nodes", self.nodes)
-        stored = int(self.server.hget(key, "nodes"))
-        if stored != self.nodes:
-            raise ValueError(
-                f"the crawl {self.crawl!r} runs on {stored} nodes; this node was started as one "
-                f"of {self.nodes} (give every node the same --node I/K)"
-            )
+        check_nodes(self.server, self.crawl, self.nodes)
 
     def work_left(self) -> int:
         """Requests queued or in flight on any node, read in one transaction; -1 while not all
@@ -154,3 +147,16 @@ class NodeQueues(Base):  # type: ignore[misc]  # scrapy-redis ships no type hint
     def clear(self) -> None:
         """Forget this node's queue and in-flight list."""
         self.server.delete(self.queue_key, self.inflight_key)
+
+
+def check_nodes(server: redis.Redis, crawl: str, nodes: int) -> None:
+    """Fix the crawl's number of nodes (the first node to ask does), or refuse ``nodes`` if it
+    is another one (``ValueError``)."""
+    key = defaults.keys(crawl)["frontier"]
+    server.hsetnx(key, "nodes", nodes)
+    stored = int(server.hget(key, "nodes"))
+    if stored != nodes:
+        raise ValueError(
+            f"the crawl {crawl!r} runs on {stored} nodes; this node was started as one "
+            f"of {nodes} (give every node the same --node I/K)"
+        )

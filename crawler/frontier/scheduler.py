@@ -26,6 +26,10 @@ queue and in-flight list of every node empty, seen so at two looks at least
 acknowledged, so empty lists mean that no node holds work and none can make more. Until then
 the spider is kept open (``DontCloseSpider``), and Scrapy looks again at its next heartbeat
 (every 5 s), which is also how soon an idle node sees requests another node queued for it.
+Nor are the looks that end the crawl left to the heartbeat: an idle node looks once the last
+request it held is acknowledged, every second while it waits for the others, and
+``NEARDUP_FRONTIER_SETTLE`` seconds after a look that found the crawl's lists empty; it closes
+if it is still idle and the lists are still empty (one transaction of ``LLEN`` a look).
 
 Settings (defaults in :mod:`crawler.frontier.defaults`): ``NEARDUP_FRONTIER`` (the Redis URL),
 ``NEARDUP_FRONTIER_NODE`` (``"I/K"``), ``NEARDUP_FRONTIER_CRAWL`` (the crawl's name: its keys'
@@ -121,6 +125,7 @@ class FrontierScheduler(BaseScheduler):
         self.queues: NodeQueues | None = None
         self._registered = False
         self._empty_since: float | None = None
+        self._second_look: Any = None
         #: entries of requests whose callback output is being consumed: ack wanted or not
         self._open_outputs: dict[bytes, bool] = {}
         #: URL → entries of the requests this node popped and has not acknowledged
@@ -128,9 +133,7 @@ class FrontierScheduler(BaseScheduler):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
-        import redis
-        from redis.backoff import ExponentialBackoff
-        from redis.retry import Retry
+        from crawler.frontier.connection import client
 
         settings = crawler.settings
         url = settings.get(defaults.SETTING_URL)
@@ -141,11 +144,7 @@ class FrontierScheduler(BaseScheduler):
             raise NotConfigured(f"{defaults.SETTING_CRAWL} (the crawl's name) is not set")
         node, nodes = parse_node(settings.get(defaults.SETTING_NODE, "1/1"))
         settle = settings.getfloat(defaults.SETTING_SETTLE, defaults.SETTLE_SECONDS)
-        # a Redis restart is ridden out: commands are retried for half a minute or so
-        retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=40)
-        server = redis.Redis.from_url(
-            url, retry=retry, retry_on_error=[redis.ConnectionError, redis.TimeoutError]
-        )
+        server = client(url)  # a Redis restart is ridden out (crawler.frontier.connection)
         scheduler = cls(
             server, crawl, node, nodes, settle=settle,
             fingerprinter=crawler.request_fingerprinter,
@@ -176,6 +175,9 @@ class FrontierScheduler(BaseScheduler):
             self.crawler.signals.connect(self._item_error, signal=signals.item_error)
 
     def close(self, reason: str) -> None:
+        if self._second_look is not None:
+            self._second_look.cancel()
+            self._second_look = None
         if self.crawler is not None:
             self.crawler.signals.disconnect(self._idle, signal=signals.spider_idle)
             self.crawler.signals.disconnect(self._item_error, signal=signals.item_error)
@@ -287,6 +289,8 @@ class FrontierScheduler(BaseScheduler):
         self._forget(url, entry)
         if self.queues.ack(entry):
             self._inc("neardup/frontier/acked")
+        if not self._in_flight:  # this node holds nothing now: the crawl may be finished
+            self._look_in(0.0)
 
     def _forget(self, url: str, entry: bytes) -> None:
         entries = self._in_flight.get(url, [])
@@ -309,7 +313,37 @@ class FrontierScheduler(BaseScheduler):
             self._inc("neardup/frontier/recovered", self.queues.recover())
         if self.finished():
             return
+        self._look_in(self._next_look())
         raise DontCloseSpider
+
+    def _next_look(self) -> float:
+        """Seconds to the next look of an idle node: the second of two, or the next poll."""
+        return self.settle + 0.05 if self._empty_since is not None else defaults.IDLE_LOOK_SECONDS
+
+    def _look_in(self, seconds: float) -> None:
+        """Look at the whole crawl in ``seconds``, without waiting for Scrapy's heartbeat."""
+        if self._second_look is None and self.crawler is not None:
+            from scrapy.utils.asyncio import call_later
+
+            self._second_look = call_later(seconds, self._look)
+
+    def _look(self) -> None:
+        """A look between heartbeats, by an idle node: once the last request it held was
+        acknowledged, every ``IDLE_LOOK_SECONDS`` while it waits for the others, and
+        ``settle`` seconds after a look that found the crawl's lists empty. A node whose
+        crawl is finished closes; one that is busy again is left to Scrapy."""
+        self._second_look = None
+        engine = self.crawler.engine if self.crawler is not None else None
+        if not self._registered or engine is None or engine.spider is None:
+            return
+        if not engine.spider_is_idle():
+            return  # busy again: the idle handler looks when it is idle
+        if self.finished():
+            from scrapy.utils.defer import deferred_from_coro
+
+            deferred_from_coro(engine.close_spider_async(reason="finished"))
+        else:
+            self._look_in(self._next_look())
 
     def finished(self) -> bool:
         """True at the second of two looks, ``settle`` seconds apart or more, that both found

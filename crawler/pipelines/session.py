@@ -51,11 +51,14 @@ from crawler.work.outcome import Failure, Outcome, Tally
 from crawler.work.steps import StoreWork
 from dedup.params import ContentArea, DedupParams, SketchParams
 from storage.log import new_run_id
+from storage.nodes import CrawlNode
 from storage.store import Store
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
+
+    from crawler.frontier.acks import CommitAcks
     from twisted.python.failure import Failure as TwistedFailure
 
 __all__ = ["DedupSession", "RunLog", "session_settings"]
@@ -117,6 +120,8 @@ class DedupSession:
         crawler.signals.connect(self._item_left, signal=signals.item_error)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
         self._told_no_fetch = False
+        #: a distributed crawl's acknowledgements of pages settled in the store
+        self._acks: CommitAcks | None = None
 
     @classmethod
     def of(cls, crawler: Crawler) -> DedupSession:
@@ -152,6 +157,13 @@ class DedupSession:
         crawler = self._crawler()
         self.fused = self.storing and crawler is not None and _adjacent_stages(crawler)
         run_id = self.config.run_id or new_run_id()
+        if crawler is not None and self.config.frontier is not None:
+            from crawler.frontier.acks import CommitAcks
+            from crawler.frontier.scheduler import FrontierScheduler
+
+            scheduler = FrontierScheduler.of(crawler)
+            if scheduler is not None:
+                self._acks = CommitAcks(crawler, scheduler)
         loop = None
         if self.config.worker == "process":
             try:
@@ -171,9 +183,11 @@ class DedupSession:
             with Store.open(self.config.store, self.config.sketch, area=self.config.area) as store:
                 for line in store.repairs:
                     logger.warning("Store %s repaired on opening: %s", self.config.store, line)
+                store.check_crawl_node(self.config.crawl_node)
                 with store.log(run_id) as log:
                     self.log = RunLog(log.path)
-            worker = Worker(loop, on_totals=self._totals, on_failure=self._stop_crawl)
+            worker = Worker(loop, on_totals=self._totals, on_failure=self._stop_crawl,
+                            on_durable=self._settled)  # fmt: skip
             worker.start(self.config, self.storing, self.fused, run_id)
             self._worker = worker
         self._opened = True
@@ -211,6 +225,10 @@ class DedupSession:
             assert self.work is not None
             result = self.work.finish()
             self.work = None
+        if result is not None and self._acks is not None:
+            self._acks.settled(result["durable"], now=True)
+        if self._acks is not None:
+            self._acks.close()
         if result is None:
             self.clean = False
         else:
@@ -245,6 +263,7 @@ class DedupSession:
             raise RuntimeError("the neardup session is not open (open_spider was not called)")
         step = work.decide if kind == "decide" else work.store_page
         drop = self._apply(step(page))
+        self._settled(work.take_durable())
         if drop is not None:
             raise drop
         return item
@@ -364,6 +383,7 @@ class DedupSession:
             self._worker.submit("tick").add_done_callback(self._apply_unawaited)
         elif self.work is not None:
             self._apply(self.work.tick())
+            self._settled(self.work.take_durable())
             self._totals(self.work.totals())
 
     # --- pages that leave between the stages ----------------------------------------------------
@@ -397,6 +417,12 @@ class DedupSession:
             self._worker.submit("not_stored", url, why).add_done_callback(self._apply_unawaited)
         elif self.work is not None:
             self._apply(self.work.not_stored(url, why))
+            self._settled(self.work.take_durable())
+
+    def _settled(self, urls: list[str]) -> None:
+        """Pages the store settled: a distributed crawl's frontier may acknowledge them."""
+        if self._acks is not None and urls:
+            self._acks.settled(urls)
 
 
 
@@ -464,6 +490,7 @@ def session_settings(settings: BaseSettings) -> SessionSettings:
     budget = _duplicate_budget(
         settings.get("NEARDUP_DUPLICATE_BUDGET", defaults.NEARDUP_DUPLICATE_BUDGET)
     )
+    frontier, crawl_node = _frontier(settings)
     return SessionSettings(
         store=data_path(store),
         sketch=sketch_params,
@@ -476,7 +503,26 @@ def session_settings(settings: BaseSettings) -> SessionSettings:
         keep_text=settings.getbool("NEARDUP_KEEP_TEXT", defaults.NEARDUP_KEEP_TEXT),
         max_text_bytes=max_text_bytes,
         duplicate_budget=budget,
+        frontier=frontier,
+        crawl_node=crawl_node,
     )
+
+
+def _frontier(settings: BaseSettings) -> tuple[str | None, CrawlNode | None]:
+    """The distributed crawl's Redis URL and this node (``NEARDUP_FRONTIER``, ``_NODE``,
+    ``_CRAWL``), or (None, None) for a single machine's crawl."""
+    from crawler import settings as defaults
+    from crawler.frontier.partition import parse_node
+
+    url = settings.get("NEARDUP_FRONTIER", defaults.NEARDUP_FRONTIER)
+    if not url:
+        return None, None
+    node, nodes = parse_node(settings.get("NEARDUP_FRONTIER_NODE", defaults.NEARDUP_FRONTIER_NODE))
+    crawl = settings.get("NEARDUP_FRONTIER_CRAWL", defaults.NEARDUP_FRONTIER_CRAWL)
+    if not crawl:
+        raise ValueError("NEARDUP_FRONTIER_CRAWL must name the distributed crawl (neardup crawl "
+                         "derives it from the start URLs)")  # fmt: skip
+    return str(url), CrawlNode(str(crawl), node, nodes)
 
 
 def _duplicate_budget(value: Any) -> int | None:

@@ -265,6 +265,8 @@ class SiteSpider(Spider):
         path = data_path(self.settings.get("NEARDUP_STORE", defaults.NEARDUP_STORE))
         if not self.settings.getbool("NEARDUP_ENABLED", True) or not Store.exists(path):
             return
+        if self.settings.get("NEARDUP_FRONTIER"):  # a node's store is not recrawled: its
+            return  # frontier in Redis knows every URL the crawl has seen (docs/distributed.md)
         try:
             with Store.open(path, readonly=True) as store:
                 urls = [url for _, url in store.urls()]

@@ -22,8 +22,9 @@ one-line reason (``StoreFailed``), so that nothing waits for a worker that has g
 settings; the worker answers ``opened`` with the store's repairs, or ``open_failed``), then
 steps in order: ``decide``, ``store``, ``not_stored``, ``tick``, and ``finish`` last; the worker
 answers each with ``done`` and its outcome (``finished`` for the last, with the run's totals),
-and sends ``totals`` on a tick and ``log`` for each of its log records, which the crawl logs
-where Scrapy logs.
+and sends ``totals`` on a tick, ``log`` for each of its log records, which the crawl logs
+where Scrapy logs, and ``durable`` with the URLs whose pages the store settled (committed, or
+passed over), which a distributed crawl's frontier acknowledges then.
 
 The child runs ``python -c`` :data:`_CHILD` with this package's root first on ``sys.path``, and
 imports this module, the store work, ``dedup`` and ``storage``, but nothing of Scrapy, whose
@@ -161,6 +162,9 @@ def _serve(steps: Receiver, replies: Sender, work: StoreWork, messages: list[Any
                     while held and (expired or not work.must_hold()):
                         run(held.popleft())
                     held_since = time.monotonic()
+        durable = work.take_durable()
+        if durable:
+            replies.queue(("durable", durable))
         replies.flush()
         received = steps.receive()
         if received is None:  # the crawl has gone without closing: commit nothing more
@@ -173,8 +177,10 @@ class Worker:
     :class:`~crawler.work.steps.Outcome`, resolved on the event-loop thread.
 
     It knows no session: what the worker reports besides outcomes goes to the callbacks,
-    ``on_totals(totals)`` (the run's counters, after a tick) and ``on_failure(failure)`` (the
-    worker could not open the store, or went away with steps outstanding).
+    ``on_totals(totals)`` (the run's counters, after a tick), ``on_failure(failure)`` (the
+    worker could not open the store, or went away with steps outstanding) and
+    ``on_durable(urls)`` (pages the store settled; the last ones come with :meth:`finish`'s
+    totals, as ``durable``).
     """
 
     def __init__(
@@ -183,10 +189,12 @@ class Worker:
         *,
         on_totals: Callable[[dict[str, Any]], None],
         on_failure: Callable[[Failure], None],
+        on_durable: Callable[[list[str]], None] | None = None,
     ) -> None:
         self.loop = loop
         self.on_totals = on_totals
         self.on_failure = on_failure
+        self.on_durable = on_durable
         self.proc: subprocess.Popen[bytes] | None = None
         self._seq = 0
         self._futures: dict[int, asyncio.Future[Outcome]] = {}
@@ -276,6 +284,9 @@ class Worker:
             logging.getLogger(message[2]).log(message[1], "%s", message[3])
         elif kind == "totals":
             self.on_totals(message[1])
+        elif kind == "durable":
+            if self.on_durable is not None:
+                self.on_durable(message[1])
         elif kind == "opened":
             for line in message[1]:
                 logger.warning("Store %s repaired on opening: %s", self._store, line)

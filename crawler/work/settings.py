@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from crawler.config import CrawlParams, ReviewParams
 from dedup.params import ContentArea, DedupParams, SketchParams
+from storage.nodes import CrawlNode
 
 __all__ = ["WORKERS", "SessionSettings"]
 
@@ -40,3 +41,8 @@ class SessionSettings:
     #: duplicates of one cluster in a row whose links are followed (None: all; see
     #: crawler.work.links)
     duplicate_budget: int | None = CrawlParams.duplicate_link_budget
+    #: the Redis URL of a distributed crawl's frontier and index (NEARDUP_FRONTIER); None: a
+    #: single machine's crawl, decided against the store's own index
+    frontier: str | None = None
+    #: which node of which distributed crawl this is (NEARDUP_FRONTIER_NODE, _CRAWL)
+    crawl_node: CrawlNode | None = None

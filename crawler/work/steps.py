@@ -94,6 +94,7 @@ from storage.texts import stored_text
 if TYPE_CHECKING:
     from crawler.work.page import PageView
     from crawler.work.settings import SessionSettings
+    from crawler.work.shared import SharedIndex
     from dedup.cluster import Decision
     from dedup.document import DocumentSketch
     from storage.log import DedupLog
@@ -151,14 +152,30 @@ class StoreWork:
         self._told_foreign = False
         #: the store's crawl run (storage.history): set when the store is opened
         self.run = 0
+        #: a node of a distributed crawl: the crawl's index in Redis (crawler.work.shared)
+        self.shared: SharedIndex | None = None
+        #: URLs whose pages are settled in the store since the last look (:meth:`take_durable`)
+        self._durable: list[str] = []
 
     def open(self) -> list[str]:
-        """Open the store and the run's dedup log; what opening repaired, one line each."""
+        """Open the store and the run's dedup log; what opening repaired, one line each.
+
+        A node of a distributed crawl decides against the crawl's index in Redis
+        (:mod:`crawler.work.shared`) and its store records which node it is."""
         store = Store.open(self.config.store, self.config.sketch, area=self.config.area)
         self.store = store
-        self.clusterer = GreedyClusterer(store.index, self.config.dedup)
+        node = self.config.crawl_node
+        store.check_crawl_node(node)
+        if node is not None:
+            from crawler.work.shared import SharedIndex  # redis only for a distributed crawl
+
+            self.shared = SharedIndex.open(self.config)
+        index = store.index if self.shared is None else self.shared.index
+        self.clusterer = GreedyClusterer(index, self.config.dedup)
         self.log = store.log(self.run_id)
         with store.batch():  # the crawl run this work belongs to: a new one, or the unfinished
+            if node is not None:
+                store.join_crawl(node)
             self.run = store.history.begin_run(time.time())[0].number
         return list(store.repairs)
 
@@ -203,6 +220,9 @@ class StoreWork:
                 counts=("neardup/bad_url",),
             )
         prior = self._prior(page.url)
+        if prior is not None and self.shared is not None:
+            # a node's store is not recrawled: what it decided stays (docs/distributed.md)
+            return self._already_decided(page, prior)
         has_body = 200 <= page.status < 300 and not page.skip_reason
         digest = payload_digest(page.body) if has_body else None
         awaiting = prior is not None and prior.state is not None and prior.state.awaiting_body
@@ -239,8 +259,10 @@ class StoreWork:
         return Prior(known, record, store.history.get(url_key(url)))
 
     def _already_decided(self, page: PageView, prior: Prior) -> Outcome:
-        """This run decided the page before (a resumed crawl): nothing is decided again."""
+        """This run decided the page before (a resumed crawl), or, on a node's store, any run
+        did: nothing is decided again."""
         self.tally.already_decided += 1
+        self._durable.append(page.url)  # nothing of it waits for a commit
         # its links are followed as they were when it was decided: a resumed crawl
         # re-derives them, and stops at a trap where the first crawl stopped
         record = prior.record
@@ -312,12 +334,21 @@ class StoreWork:
             if prior.state is not None and prior.state.awaiting_body:
                 return self._store_awaited(page, prior)
             return self._unchanged(page, prior)
-        doc_id = store.next_doc_id()
         old = self._stored(prior.doc_id) if prior is not None and prior.had_content else None
-        done = replace_document(self.clusterer, old, Stored(doc_id, made.sketch, made.content_hash),
-                                load=self._stored, new_doc_id=store.next_doc_id)  # fmt: skip
-        assignment = done.assignment
-        assert assignment is not None
+        order: int | None = None
+        redecided: Sequence[Redecision] = ()
+        if self.shared is None:
+            doc_id = store.next_doc_id()
+            done = replace_document(self.clusterer, old,
+                                    Stored(doc_id, made.sketch, made.content_hash),
+                                    load=self._stored, new_doc_id=store.next_doc_id)  # fmt: skip
+            assignment, redecided = done.assignment, done.redecided
+            assert assignment is not None
+        else:  # a node of a distributed crawl: the crawl's decision, in its order
+            decided = self.shared.assign(self.clusterer, page.url, made.sketch, made.content_hash)
+            if decided.adopted and decided.node != self.shared.node.node:
+                return self._decided_elsewhere(page, decided.node)
+            doc_id, order, assignment = store.next_doc_id(), decided.order, decided.assignment
         decision = assignment.decision
         applied = time.perf_counter()
         kind = decision.kind
@@ -332,6 +363,8 @@ class StoreWork:
             page.url, kind, time.time(), assignment.cluster_id, made.content_hash, location
         )
         store.put_document(doc_id, record, made.sketch)
+        if order is not None:
+            store.put_order(doc_id, order)
         digest = payload_digest(page.body)
         run = run_after(page.run, assignment.cluster_id if kind != "kept" else None)
         state = self._remember(page, prior, doc_id, digest,
@@ -341,9 +374,10 @@ class StoreWork:
             # a dropped page reaches no WARC file: keep its text so the drop can be explained
             unit = self.config.sketch.unit
             store.put_text(doc_id, stored_text(tokens, unit, self.config.max_text_bytes))
-        duplicate_of = self._url_of(decision.duplicate_of)
+        duplicate_of = self._decided_url(decision.duplicate_of)
         if kind == "exact_duplicate":
-            self._mirror(page, decision.representative_doc, digest, page.status, page.headers)
+            self._mirror(page, self._local_doc(decision.representative_doc), digest, page.status,
+                         page.headers)  # fmt: skip
         self.spent("sketch", sketched - started)
         self.spent("index", applied - sketched)
         self.spent("store", time.perf_counter() - applied)
@@ -353,7 +387,9 @@ class StoreWork:
         change = "new" if prior is None else "changed"
         similar = None if old is None else estimate(made.sketch, old.sketch).resemblance
         entry.update(self._change_fields(prior, change, similar))
-        fetch = self._redecided(done.redecided, page.url, "changed")
+        if order is not None:
+            entry["order"] = order
+        fetch = self._redecided(redecided, page.url, "changed")
         follow = follows_links(run, self.config.duplicate_budget)
         if not follow and page.links:
             entry["links_not_followed"] = page.links  # the duplicate budget (crawler.work.links)
@@ -592,6 +628,37 @@ class StoreWork:
         record = self.store.document(doc_id)
         return record.url if record is not None else None
 
+    def _decided_url(self, doc_id: int | None) -> str | None:
+        """The URL of a document the clusterer names: the store's, or on a node of a
+        distributed crawl the crawl's (a decision's order, of a page on any node)."""
+        if self.shared is not None:
+            return self.shared.url_of(doc_id)
+        return self._url_of(doc_id)
+
+    def _local_doc(self, doc_id: int | None) -> int | None:
+        """The store's document for a document the clusterer names (None: another node's)."""
+        if self.shared is None or doc_id is None:
+            return doc_id
+        url = self.shared.url_of(doc_id)
+        local = self.store.find_url(url) if url is not None and self.store is not None else None
+        if local is None or self.store is None or self.store.order_of(local) != doc_id:
+            return None
+        return local
+
+    def _decided_elsewhere(self, page: PageView, node: int) -> Outcome:
+        """A URL another node of the crawl decided (one redirect leads to from its own host):
+        it is that node's, and this one keeps nothing of it."""
+        self.tally.already_decided += 1
+        self._durable.append(page.url)
+        assert self.shared is not None
+        return Outcome(
+            drop="already_decided",
+            message=f"already decided: {page.url} by node {node}/{self.shared.node.nodes}",
+            level="DEBUG",
+            counts=("neardup/already_decided",),
+            follow_links=False,
+        )
+
     def _change_fields(
         self, prior: Prior | None, change: str, similar: float | None
     ) -> dict[str, Any]:
@@ -659,9 +726,10 @@ class StoreWork:
     def finish(self) -> dict[str, Any]:
         """The last step: settle pages left between the stages, commit, close the store.
 
-        Returns the run's totals (:meth:`totals`) and ``error``, the :class:`Failure` of a
+        Returns the run's totals (:meth:`totals`), ``error``, the :class:`Failure` of a
         final commit that did not happen (None when it committed, or when the work had stopped
-        already: that failure was reported then).
+        already: that failure was reported then), and ``durable``, the URLs the last commit
+        settled (:meth:`take_durable`).
         """
         was_clean = self.clean
         try:
@@ -680,7 +748,7 @@ class StoreWork:
         except STORE_FAILURES as exc:
             self.fail(Failure.of(exc, None, self.config.store))
         error = self.failure if was_clean and not self.clean else None
-        return {**self.totals(), "sizes": sizes, "error": error}
+        return {**self.totals(), "sizes": sizes, "error": error, "durable": self.take_durable()}
 
     def totals(self) -> dict[str, Any]:
         """The counters the stats and the command's summary show (``cpu``: this process's CPU
@@ -696,6 +764,9 @@ class StoreWork:
         self.abort()
         log, self.log = self.log, None
         store, self.store = self.store, None
+        shared, self.shared = self.shared, None
+        if shared is not None:
+            shared.close()
         for part in (log, store):
             if part is None:
                 continue
@@ -787,6 +858,9 @@ class StoreWork:
         self._remember(page, prior, doc_id, body, None)
         entry = _entry(page.url, "skipped", reason=reason, doc_id=doc_id, detail=detail,
                        status=page.status)  # fmt: skip
+        if self.shared is not None:  # its place in the crawl's order, as every decision has
+            entry["order"] = order = self.shared.take_order()
+            store.put_order(doc_id, order)
         entry.update(self._change_fields(prior, change, None))
         self.queue(entry)
         self.item_done()
@@ -818,8 +892,18 @@ class StoreWork:
 
     def queue(self, entry: dict[str, Any]) -> None:
         """A decision's log line, written (and counted) once the batch holding it has
-        committed."""
+        committed; on a node of a distributed crawl it names the node (``I/K``)."""
+        node = self.config.crawl_node
+        if node is not None:
+            entry["node"] = node.label
         self._queued.append(entry)
+
+    def take_durable(self) -> list[str]:
+        """The URLs whose pages the store has settled since the last call: decided and
+        committed, or passed over (nothing to write). A distributed crawl's frontier
+        acknowledges each only then (crawler.frontier.acks)."""
+        durable, self._durable = self._durable, []
+        return durable
 
     def item_done(self) -> None:
         """One decision is complete; commit if the batch is full or old enough."""
@@ -852,6 +936,7 @@ class StoreWork:
             self.tally.commits += 1
             self.spent("store", time.perf_counter() - started)
         queued, self._queued = self._queued, []
+        self._durable.extend(entry["url"] for entry in queued if not entry.get("redecided"))
         for entry in queued:
             if entry.get("refetched"):  # the body of a page decided (and counted) before
                 continue

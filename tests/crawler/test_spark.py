@@ -453,29 +453,41 @@ def test_warc_store_and_html_inputs_with_bad_records(spark, tmp_path, capsys):
     assert without_timing(got_main) == without_timing(expected_main)
     assert expected_main["parameters"]["canonical"] != expected["parameters"]["canonical"]
 
-    # in both engines the records before the break count; the local engine names the break
-    # (crawler.recluster.inputs.BrokenInput), which Spark still counts as one skipped document
-    # whose reason holds it
-    local_broken = run(capsys, *argv, "--warc", str(broken), "-o", str(tmp_path / "b.jsonl"))
-    assert [b["file"] for b in local_broken["broken"]] == [str(broken)]
-    with_broken = tmp_path / "with-broken.jsonl"
-    got = run(capsys, *argv, "--warc", str(warc), str(broken), "-o", str(with_broken),
-              "--engine", "spark")
-    skipped = dict(got["skipped"])
-    breaks = [reason for reason in skipped if reason.startswith("broken_input ")]
-    assert len(breaks) == 1 and skipped.pop(breaks[0]) == 1
-    for reason, n in expected["skipped"].items():
-        assert skipped[reason] >= n
-    ids = [json.loads(line)["id"] for line in with_broken.read_text().splitlines()]
-    local_ids = [json.loads(line)["id"] for line in local.read_text().splitlines()]
-    html = [i for i in local_ids if i.startswith(str(pages))]
-    store_and_warc = local_ids[: -len(html)]
-    warc_ids = [i for i in store_and_warc if not i[len("http://site.test/"):][:1].isdigit()]
-    # input order: the store, the whole WARC, the broken WARC's first records, then the HTML
-    assert ids[: len(store_and_warc)] == store_and_warc
-    assert ids[-len(html):] == html
-    before_break = ids[len(store_and_warc): -len(html)]
-    assert before_break and before_break == warc_ids[: len(before_break)] != warc_ids
+    # in both engines the records before the break count and the break is named, the same way
+    both = ["--warc", str(warc), str(broken)]
+    local_broken, spark_broken = tmp_path / "local-broken.jsonl", tmp_path / "spark-broken.jsonl"
+    with_broken = run(capsys, *argv, *both, "-o", str(local_broken), "-j", "1")
+    got = run(capsys, *argv, *both, "-o", str(spark_broken), "--engine", "spark")
+    assert [b["file"] for b in with_broken["broken"]] == [str(broken)]
+    assert without_timing(got) == without_timing(with_broken)
+    assert spark_broken.read_bytes() == local_broken.read_bytes()
+    # the broken file's records before the break are the whole file's: repeated ids
+    assert spark_broken.read_bytes() == local.read_bytes()
+    repeats = with_broken["skipped"]["repeated_id"] - expected["skipped"].get("repeated_id", 0)
+    assert 0 < repeats <= with_broken["broken"][0]["records"]
+
+
+def test_repeated_ids_are_skipped_after_their_first_document_as_the_local_engine_skips_them(
+        spark, tmp_path, capsys):
+    # "a" three times across two files (its later copies texts of "b" and "c": clustered, they
+    # would join those clusters), "b" twice in one file; the repeats are in separate tasks
+    text = "a document about {0} walking boots maps compasses and the weather on the hills " * 3
+    first = [{"id": "a", "text": text.format("first")}, {"id": "b", "text": text.format("b")},
+             {"id": "b", "text": text.format("second b")}]
+    second = [{"id": "c", "text": text.format("c")}, {"id": "a", "text": text.format("b")},
+              {"id": "a", "text": text.format("c")}]
+    paths = [tmp_path / "first.jsonl", tmp_path / "second.jsonl"]
+    for path, lines in zip(paths, (first, second)):
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    argv = ["--jsonl", *map(str, paths), "--threshold", "0.5"]
+    local, on_spark = tmp_path / "local.jsonl", tmp_path / "spark.jsonl"
+    expected = run(capsys, *argv, "-o", str(local), "-j", "1")
+    got = run(capsys, *argv, "-o", str(on_spark), "--engine", "spark", "--partitions", "3")
+    assert expected["skipped"] == {"repeated_id": 3}
+    assert expected["repeated_ids"] == ["b", "a", "a"]
+    assert without_timing(got) == without_timing(expected)
+    assert on_spark.read_bytes() == local.read_bytes()
+    assert [json.loads(line)["id"] for line in local.read_text().splitlines()] == ["a", "b", "c"]
 
 
 def test_files_named_by_url_are_read_by_spark_file_systems(spark, tmp_path, capsys):

@@ -19,7 +19,14 @@ from typing import IO, Any, NamedTuple
 
 from crawler.recluster.inputs import SourceDocument
 from crawler.recluster.pool import SketchedDocument, sketch_source
-from crawler.recluster.run import ReclusterResult, clusters_line, json_number
+from crawler.recluster.run import (
+    REPEATED_ID,
+    REPEATS_NAMED,
+    ReclusterResult,
+    clusters_line,
+    json_number,
+    warn_input_problems,
+)
 from crawler.recluster.spark.candidates import PREFERENCES, Search, split_copies
 from crawler.recluster.spark.described import described
 from crawler.recluster.spark.greedy import greedy_rounds
@@ -99,8 +106,11 @@ def recluster_spark(
             counted = docs.groupBy("skip").count().collect()
         for reason, n in counted:
             if reason is not None:
-                result.skipped[reason] += n
+                result.count_skipped(reason, n)
+        result.broken.sort(key=lambda broken: _input_place(work, broken.path))
         total = sum(n for _, n in counted)
+        with described(context, "repeated ids"):
+            docs = _first_of_each_id(docs, result, held)
         job.partitions = partitions or default_partitions(context.defaultParallelism, total)
         session.conf.set(SHUFFLE_PARTITIONS, str(job.partitions))
         tell(CLUSTERING, total)
@@ -124,7 +134,40 @@ def recluster_spark(
                     out.write(chunk.text)
     result.stats = {"documents": result.summary.documents, **kinds, **clustered.stats}
     result.seconds = time.perf_counter() - started
+    warn_input_problems(result)
     return result
+
+
+def _input_place(work: list[Task], path: str) -> int:
+    """Where the input file ``path`` is in the run's input order (a broken file's line is
+    said in that order, as the local engine reads them)."""
+    return next((task.ordinal for task in work if task.path == path), len(work))
+
+
+def _first_of_each_id(docs: Any, result: ReclusterResult, held: list[Any]) -> Any:
+    """``docs`` with every sketched document whose id an earlier one (a lower key) had
+    skipped as :data:`~crawler.recluster.run.REPEATED_ID`, as the local engine skips it; the
+    repeats are counted in ``result``. Only ids and keys are shuffled to find them; the
+    documents are marked in a second job only when there are any."""
+    from pyspark.sql import functions as F
+
+    sketched = docs.where("sketch IS NOT NULL").select("key", "id")
+    firsts = (sketched.groupBy("id").agg(F.min("key").alias("first"), F.count("*").alias("n"))
+              .where("n > 1"))  # fmt: skip
+    repeated = sketched.join(firsts, "id").where("key != first").select("key", "id").persist()
+    held.append(repeated)
+    n = repeated.count()
+    if not n:
+        return docs
+    first = [row.id for row in repeated.orderBy("key").limit(REPEATS_NAMED).collect()]
+    result.count_repeated(n, first)
+    marked = docs.join(repeated.selectExpr("key", "true AS repeat"), "key", "left")
+    again = F.col("repeat").isNotNull()
+    marked = (marked.withColumn("skip", F.when(again, F.lit(REPEATED_ID)).otherwise(F.col("skip")))
+              .withColumn("sketch", F.when(again, F.lit(None)).otherwise(F.col("sketch")))
+              .select(*docs.columns).persist())  # fmt: skip
+    held.append(marked)
+    return marked
 
 
 @contextmanager

@@ -122,10 +122,10 @@ def tasks(
 
 def diff_tasks(store: str, unit: str) -> list[Task]:
     """The tasks of ``neardup recluster --store DIR --diff`` on Spark: every document id of the
-    store, in order, in chunks of ``TASK_DOCUMENTS``, each read in an executor as the local
-    engine reads the store (:func:`crawler.recluster.diff.diff_documents`). Reads only the
-    records' URLs (the cheapest pass over the ids), no page, no text."""
-    ids = (doc_id for doc_id, _ in _store_records(store, lambda st: st.urls()))
+    store's current documents (what its latest crawl run holds), in order, in chunks of
+    ``TASK_DOCUMENTS``, each read in an executor as the local engine reads the store
+    (:func:`crawler.recluster.diff.diff_documents`). No page and no text is read here."""
+    ids = (doc_id for doc_id, _ in _store_records(store, lambda st: st.current_documents()))
     return [Task(n, "diff", store, tuple(chunk), unit=unit, base=os.getcwd())
             for n, chunk in enumerate(_chunks(ids, TASK_DOCUMENTS))]  # fmt: skip
 
@@ -156,8 +156,9 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 
 
 def _store_pages(path: str) -> Iterator[tuple[str, Any]]:
-    """(url, page location) of a store's kept pages, in document order (no page is read)."""
-    for _, record in _store_records(path, lambda st: st.documents()):
+    """(url, page location) of a store's current kept pages (a recrawl's older captures are
+    history), in document order; no page is read."""
+    for _, record in _store_records(path, lambda st: st.current_documents()):
         if record.page is not None:
             yield record.url, record.page
 

@@ -7,11 +7,12 @@
     NEARDUP_STORE = "neardup-store"
 
 :class:`DedupPipeline` gives every page one decision (docs/architecture.md): ``kept``,
-``exact_duplicate``, ``near_duplicate``, ``contained`` or ``skipped`` with a reason. A duplicate
-is dropped with a :class:`~scrapy.exceptions.DropItem` subclass whose message names the page it matched and the
-estimated resemblance, so Scrapy counts ``item_dropped_reasons_count/NearDuplicate`` and so on.
-:class:`StoragePipeline` writes each kept page to the store's WARC files. Anything placed after
-them (a feed export, a database) sees kept pages only.
+``exact_duplicate``, ``near_duplicate``, ``contained`` or ``skipped`` with a reason. A duplicate is
+dropped with a :class:`~scrapy.exceptions.DropItem` subclass whose message names the page it
+matched and the estimated resemblance, so Scrapy counts
+``item_dropped_reasons_count/NearDuplicate`` and so on. :class:`StoragePipeline` writes each kept
+page to the store's WARC files. Anything placed after them (a feed export, a database) sees kept
+pages only.
 
 **Items.** :class:`~crawler.items.PageItem` from our spider, or any item with a ``url`` and
 either ``tokens`` (a canonical token stream), ``body``/``html`` (HTML, bytes or text) or

@@ -4,7 +4,9 @@ Real, varied, hand-written and generated HTML: Sphinx pages from the Python docu
 DocBook pages from PostgreSQL's (:data:`PACKAGES`: about 1,700 pages, 67 MB); Apache's and
 SQLite's manuals add 1,600 more (:data:`EXTRA_PACKAGES`, for benchmarks that want over 3,000),
 and the Java 17 API and Rust's documentation 42,000 more (:data:`LARGE_PACKAGES`, 870 MB, for
-benchmarks that need tens of thousands of pages).
+benchmarks that need tens of thousands of pages). Two releases of one site, cairomm's Doxygen
+reference for 1.14 and 1.16 (:data:`RELEASE_PACKAGES`, about 140 pages each), are a site's next
+release beside the last.
 ``apt-get download`` fetches the ``.deb`` files without installing anything, ``dpkg-deb -x``
 unpacks each into its own folder of a cache directory, and later calls reuse what is there.
 
@@ -23,7 +25,15 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["EXTRA_PACKAGES", "LARGE_PACKAGES", "PACKAGES", "corpus_dir", "html_corpus"]
+__all__ = [
+    "EXTRA_PACKAGES",
+    "LARGE_PACKAGES",
+    "PACKAGES",
+    "RELEASE_PACKAGES",
+    "corpus_dir",
+    "html_corpus",
+    "reference_dir",
+]
 
 #: the Debian packages of the default corpus
 PACKAGES = ("python3.11-doc", "postgresql-doc-15")
@@ -31,6 +41,9 @@ PACKAGES = ("python3.11-doc", "postgresql-doc-15")
 EXTRA_PACKAGES = ("apache2-doc", "sqlite3-doc")
 #: two large packages (generated API pages, many alike), for a corpus of tens of thousands of pages
 LARGE_PACKAGES = ("openjdk-17-doc", "rust-doc")
+#: two releases of one documentation site: cairomm 1.14's reference (the package of its API
+#: version, 1.0) and cairomm 1.16's
+RELEASE_PACKAGES = ("libcairomm-1.0-doc", "libcairomm-1.16-doc")
 
 _REPO = Path(__file__).resolve().parent.parent
 _DONE = ".complete"  # written last in a package's folder: without it, a half-finished unpack
@@ -39,6 +52,12 @@ _DONE = ".complete"  # written last in a package's folder: without it, a half-fi
 def corpus_dir() -> Path:
     """Where the corpus lives: ``$NEARDUP_CORPUS_DIR``, else ``<repo>/.cache/corpus``."""
     return Path(os.environ.get("NEARDUP_CORPUS_DIR") or _REPO / ".cache" / "corpus")
+
+
+def reference_dir(package: str) -> Path:
+    """The folder of an installed package's HTML reference (the release's site), as Debian
+    lays out the packages of :data:`RELEASE_PACKAGES`."""
+    return corpus_dir() / package / "usr" / "share" / "doc" / package / "reference" / "html"
 
 
 def _pages(folder: Path) -> list[Path]:

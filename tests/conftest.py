@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from hypothesis import settings
 
 #: fixtures of a real redis-server, for the distributed crawl's tests
@@ -13,17 +15,19 @@ settings.register_profile("neardup", deadline=None)
 settings.load_profile("neardup")
 
 
-def html_corpus_or_skip(min_pages: int) -> list:
-    """The real HTML corpus (``benchmarks.corpus``) of at least ``min_pages`` pages; without it
-    a test is skipped, except in CI, where it fails: CI must test on real pages."""
+def html_corpus_or_skip(min_pages: int, packages: Sequence[str] | None = None) -> list:
+    """The real HTML corpus (``benchmarks.corpus``: its default packages, or ``packages``) of
+    at least ``min_pages`` pages; without it a test is skipped, except in CI, where it fails:
+    CI must test on real pages."""
     import os
 
     import pytest
 
-    from benchmarks.corpus import html_corpus
+    from benchmarks.corpus import PACKAGES, html_corpus
 
     try:
-        return html_corpus(min_pages=min_pages)
+        wanted = PACKAGES if packages is None else packages
+        return html_corpus(min_pages=min_pages, packages=wanted)
     except RuntimeError as exc:
         if os.environ.get("CI"):
             pytest.fail(f"the HTML corpus is needed in CI: {exc}")

@@ -425,22 +425,8 @@ class Store:
         stored when it was killed is stored after its restart with its first place, after
         documents decided since. Sort by order to read a crawl in its order.
         """
-        if ORDERS_DB not in self._txns.dbs:
-            return
-        start = 0
-        while True:
-            chunk: list[tuple[int, int]] = []
-            with self._txns.read() as txn:
-                cursor = txn.cursor(db=self._txns.dbs[ORDERS_DB])
-                if cursor.set_range(pack_id(start)):
-                    for key, value in cursor:
-                        chunk.append((unpack_id(key), unpack_id(value)))
-                        if len(chunk) >= _URL_CHUNK:
-                            break
-            yield from chunk
-            if len(chunk) < _URL_CHUNK:
-                return
-            start = chunk[-1][0] + 1
+        if ORDERS_DB in self._txns.dbs:
+            yield from self._scan(ORDERS_DB, unpack_id, _URL_CHUNK)
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -467,19 +453,7 @@ class Store:
 
     def documents(self, start: int = 0) -> Iterator[tuple[int, DocumentRecord]]:
         """``(doc_id, record)`` in id order, read in short transactions of about a thousand."""
-        while True:
-            chunk: list[tuple[int, DocumentRecord]] = []
-            with self._txns.read() as txn:
-                cursor = txn.cursor(db=self._txns.dbs["docs"])
-                if cursor.set_range(pack_id(start)):
-                    for key, value in cursor:
-                        chunk.append((unpack_id(key), DocumentRecord.from_bytes(value)))
-                        if len(chunk) >= _CHUNK:
-                            break
-            yield from chunk
-            if len(chunk) < _CHUNK:
-                return
-            start = chunk[-1][0] + 1
+        return self._scan("docs", DocumentRecord.from_bytes, _CHUNK, start)
 
     def urls(self) -> Iterator[tuple[int, str]]:
         """``(doc_id, url)`` of every document in id order, reading only the URLs.
@@ -488,18 +462,25 @@ class Store:
         short read transactions of a few thousand records, none of them parsed beyond the URL.
         A URL decided twice appears twice; :meth:`find_url` says which document holds it now.
         """
-        start = 0
+        return self._scan("docs", url_of_record, _URL_CHUNK)
+
+    def _scan(
+        self, db: str, decode: Callable[[bytes], Any], chunk_size: int, start: int = 0
+    ) -> Iterator[tuple[int, Any]]:
+        """``(doc_id, decode(value))`` of the database ``db`` (keyed by document id) in id
+        order, from ``start``, read in short transactions of ``chunk_size`` records, so that a
+        long scan never holds a reader slot (and the writer's old pages) for its whole length."""
         while True:
-            chunk: list[tuple[int, str]] = []
+            chunk: list[tuple[int, Any]] = []
             with self._txns.read() as txn:
-                cursor = txn.cursor(db=self._txns.dbs["docs"])
+                cursor = txn.cursor(db=self._txns.dbs[db])
                 if cursor.set_range(pack_id(start)):
                     for key, value in cursor:
-                        chunk.append((unpack_id(key), url_of_record(value)))
-                        if len(chunk) >= _URL_CHUNK:
+                        chunk.append((unpack_id(key), decode(value)))
+                        if len(chunk) >= chunk_size:
                             break
             yield from chunk
-            if len(chunk) < _URL_CHUNK:
+            if len(chunk) < chunk_size:
                 return
             start = chunk[-1][0] + 1
 

@@ -35,8 +35,8 @@ DESCRIPTION = """\
 Re-cluster a corpus with Broder's greedy clustering: each document, in input order, joins the
 most resembling earlier cluster at or above --threshold, or starts a new one.
 
-Inputs (any mix, processed in the order given): --store DIR (the kept pages of a crawl),
---warc FILE... (WARC or WARC.gz; HTML responses canonicalised exactly as the crawler does),
+Inputs (any mix, processed in the order given): --store DIR (the kept pages of a crawl;
+repeated, the stores of a distributed crawl's nodes, read in the crawl's order), --warc FILE... (WARC or WARC.gz; HTML responses canonicalised exactly as the crawler does),
 --jsonl FILE... (one JSON object per line; --id-field and --text-field name the fields),
 --html PATH... (HTML files, and the .html/.htm files under directories, such as a mirror made
 with wget --mirror; each page's id is its path).
@@ -53,6 +53,8 @@ examples:
   neardup recluster --store neardup-store --shingle-size 8 --json
   neardup recluster --store neardup-store --diff --threshold 0.8
                                         which pages a threshold of 0.8 would drop or keep
+  neardup recluster --store node-1 --store node-2 --store node-3 --diff --threshold 0.8
+                                        the same for a crawl on three nodes: every node's store
   neardup recluster --store neardup-store --content-area main
                                         the kept pages again, by their main content only
   neardup recluster --store neardup-store --exclude .sidebar --exclude "#comments"
@@ -74,7 +76,9 @@ content (navigation, sidebars and footers left out), --include/--exclude by CSS 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_argument_group("inputs")
-    src.add_argument("--store", metavar="DIR", help="a neardup store (its kept pages)")
+    src.add_argument("--store", metavar="DIR", action="append",
+                     help="a neardup store (its kept pages); repeat it for the nodes of a "
+                          "distributed crawl, read together in the crawl's order")
     src.add_argument("--warc", metavar="FILE", nargs="+", default=[], help="WARC files")
     src.add_argument("--jsonl", metavar="FILE", nargs="+", default=[], help="JSON Lines files")
     src.add_argument("--html", metavar="PATH", nargs="+", default=[],
@@ -88,7 +92,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     out.add_argument("--diff", action="store_true",
                      help="with --store: which crawl-time decisions these parameters would "
-                          "change (a table, or --json; writes no clusters file; either engine)")
+                          "change (a table, or --json; writes no clusters file; either engine; "
+                          "for a distributed crawl, every node's --store)")
     cl = parser.add_argument_group("clustering (default: the config's dedup section)")
     cl.add_argument("--threshold", type=float, help="resemblance needed to join a cluster")
     cl.add_argument("--containment", type=float,
@@ -480,15 +485,19 @@ def _check_index_dir(path: Path) -> None:
         raise UserError(f"cannot create --index {path}: {exc.strerror}") from None
 
 
-def _store_manifest(path: str) -> Any:
-    """A store's manifest (its sketch parameters and content area), read once per command."""
-    from storage.store import Store
+def _store_manifest(paths: list[str]) -> Any:
+    """A store's manifest (its sketch parameters and content area), read once per command; of
+    several, the stores of one crawl's nodes, the first's once they are known to be that
+    (:func:`crawler.recluster.inputs.crawl_stores`)."""
+    from crawler.recluster.inputs import crawl_stores
 
     try:
-        with Store.open(path, readonly=True) as store:
-            return store.manifest
+        with crawl_stores(paths) as stores:
+            return stores[0].manifest
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot open store {path}: {exc}") from None
+        if len(paths) > 1:  # the message names the stores
+            raise UserError(str(exc)) from None
+        raise UserError(f"cannot open store {paths[0]}: {exc}") from None
 
 
 def _check_diff(args: argparse.Namespace, config: Any, manifest: Any) -> None:
@@ -526,6 +535,11 @@ def _run_diff(args: argparse.Namespace, config: Any) -> int:
     rule = f"threshold {config.dedup.threshold}"
     if config.dedup.containment is not None:
         rule += f", containment {config.dedup.containment}"
-    print(f"re-clustered {args.store} with {config.sketch.describe()}; {rule}\n")
+    if len(args.store) > 1:
+        read = (f"the stores of {len(args.store)} nodes ({', '.join(args.store)}) in the "
+                "crawl's order")  # fmt: skip
+    else:
+        read = args.store[0]
+    print(f"re-clustered {read} with {config.sketch.describe()}; {rule}\n")
     print(diff.render())
     return 0

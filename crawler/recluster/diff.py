@@ -3,7 +3,9 @@
 The store's pages are clustered again (:func:`crawler.recluster.recluster`, the crawl's own
 decision path) with the new parameters, in the order the crawl decided them (document id
 order, which is the order greedy clustering is defined by), and each page's new decision is
-compared with the one the crawl recorded:
+compared with the one the crawl recorded. The stores of a distributed crawl's nodes
+(``--store`` repeated, every node's) are clustered together in the crawl's one order of
+decisions (:func:`storage.nodes.in_crawl_order`), and each change names its node:
 
 * **would now be dropped**: kept at crawl time, not the representative of its cluster now;
 * **would now be kept**: dropped at crawl time (exact, near duplicate or contained), the
@@ -48,12 +50,18 @@ from __future__ import annotations
 import io
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crawler.recluster.inputs import SourceDocument, store_page_document
+from crawler.recluster.inputs import (
+    SourceDocument,
+    StorePaths,
+    crawl_stores,
+    store_page_document,
+    store_paths,
+)
 from dedup.params import ContentArea, DedupParams, SketchParams
 
 if TYPE_CHECKING:
@@ -93,9 +101,11 @@ class Change:
     duplicate_of: str | None
     #: for a page dropped then, the URL it duplicated at crawl time (from the dedup log)
     crawl_duplicate_of: str | None = None
+    #: of several node stores, the node (``I/K``) whose store holds the page
+    node: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "url": self.url,
             "doc_id": self.doc_id,
             "crawl_decision": self.crawl_decision,
@@ -105,12 +115,18 @@ class Change:
             "duplicate_of": self.duplicate_of,
             "crawl_duplicate_of": self.crawl_duplicate_of,
         }
+        if self.node is not None:
+            out["node"] = self.node
+        return out
 
 
 @dataclass
 class DiffResult:
+    #: the store compared (of several node stores, the first)
     store: str
     parameters: dict[str, Any]
+    #: the node stores compared, when there are several
+    stores: list[str] = field(default_factory=list)
     compared: int = 0
     now_dropped: list[Change] = field(default_factory=list)
     now_kept: list[Change] = field(default_factory=list)
@@ -127,8 +143,10 @@ class DiffResult:
         return len(self.now_dropped) + len(self.now_kept)
 
     def to_dict(self) -> dict[str, Any]:
+        several = {"stores": self.stores} if self.stores else {}
         return {
             "store": self.store,
+            **several,
             "parameters": self.parameters,
             "compared": self.compared,
             "changed": self.changed,
@@ -151,17 +169,16 @@ class DiffResult:
         lines = [counts]
         if self.now_dropped:
             lines += ["", "would now be dropped (kept at crawl time):"]
-            lines += _table(
-                ["url", "now", "resemblance", "duplicate of"],
-                [[c.url, c.new_decision, _r(c.resemblance), c.duplicate_of or ""]
-                 for c in self.now_dropped],
+            lines += self._changes(
+                ["url", "now", "resemblance", "duplicate of"], self.now_dropped,
+                lambda c: [c.url, c.new_decision, _r(c.resemblance), c.duplicate_of or ""],
             )  # fmt: skip
         if self.now_kept:
             lines += ["", "would now be kept (dropped at crawl time):"]
-            lines += _table(
-                ["url", "crawl decision", "duplicate of at crawl time"],
-                [[c.url, c.crawl_decision, c.crawl_duplicate_of or ""] for c in self.now_kept],
-            )
+            lines += self._changes(
+                ["url", "crawl decision", "duplicate of at crawl time"], self.now_kept,
+                lambda c: [c.url, c.crawl_decision, c.crawl_duplicate_of or ""],
+            )  # fmt: skip
         if self.cut_texts:
             cut = (
                 f"{self.cut_texts:,} dropped pages were compared by their kept text, "
@@ -173,6 +190,16 @@ class DiffResult:
             lines += [f"  {n:>6,}  {NOT_COMPARED[k]}" for k, n in
                       sorted(self.not_compared.items(), key=lambda kv: (-kv[1], kv[0]))]  # fmt: skip
         return "\n".join(lines)
+
+
+    def _changes(
+        self, head: list[str], changes: list[Change], row: Callable[[Change], list[str]]
+    ) -> list[str]:
+        """The table of ``changes``, a ``row`` each; of several node stores, each page's node
+        first."""
+        if not self.stores:
+            return _table(head, [row(c) for c in changes])
+        return _table(["node", *head], [[c.node or "", *row(c)] for c in changes])
 
 
 def _r(value: float | None) -> str:
@@ -194,23 +221,41 @@ def _was_cut(text: str, unit: str, recorded: int | None) -> bool:
     return recorded is not None and content_hash(tokens_of_text(text, unit)) != recorded
 
 
-def diff_documents(
-    store: Any, records: Iterable[tuple[int, DocumentRecord]], unit: str
-) -> Iterator[SourceDocument]:
-    """What the re-clustering reads for ``records`` of the open ``store``, in their order.
+def document_name(k: int, doc_id: int) -> str:
+    """The id in clusters.jsonl of document ``doc_id`` of the ``k``-th store compared.
 
-    One document per record, named by its document id (the comparison reads the record back
-    by it, so a URL decided twice is never mistaken for the other); a page that cannot be
-    compared is a skipped document whose reason says why (:data:`NOT_COMPARED_REASON`), and a
-    page compared by a cut text is followed by a skipped note (:data:`CUT_TEXT`). The skip
-    reasons are the one thing both engines hand back about every document, so the counts come
-    out the same whether this runs here or in Spark's executors.
+    >>> document_name(2, 17), document_of(document_name(2, 17))
+    ('2:17', (2, 17))
     """
-    text_of = getattr(store, "text", None)  # stores before texts were kept: None
-    # a text keeps its unit's separators: lines survive only in a line store
-    lines_lost = unit == "line" and store.params.unit != "line"
-    for doc_id, record in records:
-        name = str(doc_id)
+    return f"{k}:{doc_id}"
+
+
+def document_of(name: str) -> tuple[int, int]:
+    """``(k, doc_id)`` of a :func:`document_name`."""
+    k, _, doc_id = name.partition(":")
+    return int(k), int(doc_id)
+
+
+def diff_documents(
+    stores: Sequence[Any], entries: Iterable[tuple[int, int, DocumentRecord]], unit: str
+) -> Iterator[SourceDocument]:
+    """What the re-clustering reads for ``entries`` (``(k, doc_id, record)``: a record of the
+    ``k``-th of the open ``stores``), in their order.
+
+    One document per record, named by its store and document id (:func:`document_name`: the
+    comparison reads the record back by it, so a URL decided twice is never mistaken for the
+    other); a page that cannot be compared is a skipped document whose reason says why
+    (:data:`NOT_COMPARED_REASON`), and a page compared by a cut text is followed by a skipped
+    note (:data:`CUT_TEXT`). The skip reasons are the one thing both engines hand back about
+    every document, so the counts come out the same whether this runs here or in Spark's
+    executors.
+    """
+    for k, doc_id, record in entries:
+        store = stores[k]
+        text_of = getattr(store, "text", None)  # stores before texts were kept: None
+        # a text keeps its unit's separators: lines survive only in a line store
+        lines_lost = unit == "line" and store.params.unit != "line"
+        name = document_name(k, doc_id)
         if record.decision == "skipped":
             yield _not_compared(name, "skipped")
             continue
@@ -254,28 +299,43 @@ def _identical_source(store: Any, name: str, content_hash: int) -> SourceDocumen
     return _page_source(store, name, first.page)
 
 
-def _sources(path: str | Path, unit: str) -> Iterator[SourceDocument]:
-    """:func:`diff_documents` of every record of the store, in crawl (document id) order.
+def _sources(paths: StorePaths, unit: str) -> Iterator[SourceDocument]:
+    """:func:`diff_documents` of every current record of the stores, in the crawl's order
+    (:func:`storage.nodes.in_crawl_order`: one store's document id order).
 
-    The store is opened on the first ``next()``, in the process that reads the sources, so the
-    re-clustering's worker processes never inherit its LMDB environment.
+    The stores are opened on the first ``next()``, in the process that reads the sources, so
+    the re-clustering's worker processes never inherit their LMDB environments.
     """
-    from storage.store import Store
+    from storage.nodes import in_crawl_order
 
-    with Store.open(path, readonly=True) as store:
-        yield from diff_documents(store, store.current_documents(), unit)
+    with crawl_stores(paths) as stores:
+        yield from diff_documents(stores, in_crawl_order(stores), unit)
 
 
-def check_store(path: str | Path) -> None:
-    """A missing store is a :class:`~storage.errors.StoreNotFoundError` before any work."""
-    if not Path(path).is_dir():
-        from storage.errors import StoreNotFoundError
+def check_store(paths: StorePaths) -> None:
+    """Before any work: a missing store is a :class:`~storage.errors.StoreNotFoundError`; the
+    stores of a distributed crawl must be every node's, since each node decided against the
+    pages of all (:class:`~storage.errors.StoreMismatchError` naming the nodes missing)."""
+    from storage.errors import StoreMismatchError, StoreNotFoundError
 
-        raise StoreNotFoundError(f"no store at {path}")
+    for path in store_paths(paths):
+        if not Path(path).is_dir():
+            raise StoreNotFoundError(f"no store at {path}")
+    with crawl_stores(paths) as stores:
+        nodes = [store.crawl_node for store in stores]
+    if nodes[0] is None:
+        return
+    missing = sorted(set(range(1, nodes[0].nodes + 1)) - {node.node for node in nodes if node})
+    if missing:
+        labels = ", ".join(f"{n}/{nodes[0].nodes}" for n in missing)
+        raise StoreMismatchError(
+            f"--diff compares with the decisions of {nodes[0].describe()}, made against the "
+            f"pages of all {nodes[0].nodes} nodes: give the stores of node {labels} too"
+        )
 
 
 def diff_store(
-    path: str | Path,
+    paths: StorePaths,
     params: SketchParams,
     dedup: DedupParams,
     *,
@@ -283,32 +343,35 @@ def diff_store(
     index_dir: str | Path | None = None,
     area: ContentArea | None = None,
 ) -> DiffResult:
-    """Re-cluster the store at ``path`` with ``params``/``dedup`` (HTML read with the content
-    area ``area``: the store's own, for pages read as the crawl read them); compare with the
-    crawl. On Spark: :func:`crawler.recluster.spark.diff.diff_store_spark`."""
+    """Re-cluster the store at ``paths`` (or the stores of every node of a distributed crawl)
+    with ``params``/``dedup`` (HTML read with the content area ``area``: the store's own, for
+    pages read as the crawl read them); compare with the crawl. On Spark:
+    :func:`crawler.recluster.spark.diff.diff_store_spark`."""
     from crawler.recluster.run import recluster
 
-    check_store(path)
+    check_store(paths)
     out = io.StringIO()
-    result = recluster(_sources(path, params.unit), params, dedup, out=out, jobs=jobs,
+    result = recluster(_sources(paths, params.unit), params, dedup, out=out, jobs=jobs,
                        index_dir=index_dir, area=area)  # fmt: skip
-    return compare(path, params, dedup, out.getvalue().splitlines(), result)
+    return compare(paths, params, dedup, out.getvalue().splitlines(), result)
 
 
 def compare(
-    path: str | Path,
+    paths: StorePaths,
     params: SketchParams,
     dedup: DedupParams,
     lines: Iterable[str],
     result: ReclusterResult,
 ) -> DiffResult:
     """The re-clustering of :func:`diff_documents` (its clusters.jsonl ``lines``, in input
-    order, and its ``result``) against the crawl's decisions, read from the store's records."""
+    order, and its ``result``) against the crawl's decisions, read from the stores' records."""
     from storage.log import read_log
-    from storage.store import Store
 
+    given = store_paths(paths)
+    several = len(given) > 1
     diff = DiffResult(
-        store=str(path),
+        store=given[0],
+        stores=given if several else [],
         parameters={
             "sketch": params.to_dict(),
             "threshold": dedup.threshold,
@@ -325,20 +388,22 @@ def compare(
         else:  # the re-clustering skipped it: no tokens now (or too deep to read)
             diff.not_compared["empty"] += n
     crawl_duplicate_of: dict[str, str | None] = {}
-    try:
-        for entry in read_log(Path(path) / "logs"):
-            if isinstance(entry.get("url"), str):
-                crawl_duplicate_of[entry["url"]] = entry.get("duplicate_of")
-    except (OSError, ValueError):
-        pass  # the log only adds the crawl's "duplicate of" to the table
+    for path in given:  # a URL is one node's: the logs of several stores name each URL once
+        try:
+            for entry in read_log(Path(path) / "logs"):
+                if isinstance(entry.get("url"), str):
+                    crawl_duplicate_of[entry["url"]] = entry.get("duplicate_of")
+        except (OSError, ValueError):
+            pass  # the log only adds the crawl's "duplicate of" to the table
 
     representative: dict[int, str] = {}
-    with Store.open(path, readonly=True) as store:
+    with crawl_stores(given) as stores:
+        nodes = [store.crawl_node.label if several else None for store in stores]
         for line in lines:
             row = json.loads(line)
-            doc_id, cluster = int(row["id"]), int(row["cluster"])
+            (k, doc_id), cluster = document_of(row["id"]), int(row["cluster"])
             is_rep = bool(row["representative"])
-            record = store.document(doc_id)
+            record = stores[k].document(doc_id)
             assert record is not None, f"document {doc_id} was re-clustered, so it is recorded"
             url, then = record.url, record.decision
             if is_rep:
@@ -348,10 +413,10 @@ def compare(
             now = row["decision"]
             if kept_then and not is_rep:
                 diff.now_dropped.append(Change(url, doc_id, then, now, cluster, row["resemblance"],
-                                               representative.get(cluster)))  # fmt: skip
+                                               representative.get(cluster), None, nodes[k]))
             elif not kept_then and is_rep:
                 diff.now_kept.append(Change(url, doc_id, then, now, cluster, None, None,
-                                            crawl_duplicate_of.get(url)))  # fmt: skip
+                                            crawl_duplicate_of.get(url), nodes[k]))
             else:
                 diff.unchanged["kept" if kept_then else "dropped"] += 1
     return diff

@@ -20,9 +20,10 @@ import contextlib
 import dataclasses
 import io
 import json
+import os
 import zlib
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -364,15 +365,56 @@ def _mode(path: Path) -> int:
         return 0
 
 
-def read_store(path: str | Path) -> Iterator[SourceDocument]:
-    """The kept pages of a neardup store, in the order they were stored (read-only)."""
-    from storage.store import Store
+#: one store's directory, or the directories of the stores of one crawl's nodes
+StorePaths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
-    if not Path(path).is_dir():
-        raise InputError(f"no store at {path}")
-    with Store.open(path, readonly=True) as store:
-        for page in store.iter_pages():
-            yield store_page_document(page.url, page.headers, page.body)
+
+def store_paths(paths: StorePaths) -> list[str]:
+    """``paths`` as a list: one store's directory, or several.
+
+    >>> store_paths("a"), store_paths(["a", "b"])
+    (['a'], ['a', 'b'])
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    return [os.fspath(path) for path in paths]
+
+
+@contextlib.contextmanager
+def crawl_stores(paths: StorePaths) -> Iterator[list[Any]]:
+    """The stores at ``paths`` open read-only, closed on exit: one store, or the stores of one
+    crawl's nodes, read together in the crawl's order (:func:`storage.nodes.in_crawl_order`).
+
+    A path without a store is an :class:`InputError`; a store given twice, stores made with
+    different parameters or that are not the nodes of one crawl, a
+    :class:`~storage.errors.StoreMismatchError` (:func:`storage.nodes.check_one_crawl`).
+    """
+    from crawler.review.stores import distinct, open_stores
+    from storage.nodes import check_one_crawl
+
+    given = store_paths(paths)
+    for path in given:
+        if not Path(path).is_dir():
+            raise InputError(f"no store at {path}")
+    try:
+        unique = distinct(given)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    with open_stores(unique) as stores:
+        check_one_crawl(stores)
+        yield stores
+
+
+def read_store(paths: StorePaths) -> Iterator[SourceDocument]:
+    """The kept pages of a neardup store, in the order they were decided (read-only); of the
+    stores of a distributed crawl's nodes, in the crawl's order (:func:`crawl_stores`)."""
+    from storage.nodes import in_crawl_order
+
+    with crawl_stores(paths) as stores:
+        for k, _, record in in_crawl_order(stores):
+            if record.page is not None:
+                page = stores[k].read_page(record.page)
+                yield store_page_document(page.url, page.headers, page.body)
 
 
 def store_page_document(url: str, headers: list[tuple[str, str]], body: bytes) -> SourceDocument:

@@ -7,10 +7,10 @@ the crawl's records (:func:`crawler.recluster.diff.compare`): the same report.
 from __future__ import annotations
 
 import io
-from pathlib import Path
 from typing import Any
 
 from crawler.recluster.diff import DiffResult, check_store, compare
+from crawler.recluster.inputs import StorePaths
 from crawler.recluster.spark.run import recluster_spark
 from crawler.recluster.spark.tasks import diff_tasks
 from dedup.params import ContentArea, DedupParams, SketchParams
@@ -20,7 +20,7 @@ __all__ = ["diff_store_spark"]
 
 def diff_store_spark(
     session: Any,
-    path: str | Path,
+    path: StorePaths,
     params: SketchParams,
     dedup: DedupParams,
     *,
@@ -31,7 +31,7 @@ def diff_store_spark(
     """:func:`crawler.recluster.diff.diff_store` on the Spark ``session``."""
     check_store(path)
     out = io.StringIO()
-    work = diff_tasks(str(path), params.unit)
+    work = diff_tasks(path, params.unit)
     result = recluster_spark(session, work, params, dedup, out=out, partitions=partitions,
                              area=area, exact_cap=exact_cap)  # fmt: skip
     return compare(path, params, dedup, out.getvalue().splitlines(), result)

@@ -3,7 +3,8 @@ an executor, start to end.
 
 One task per WARC or JSON Lines file (a file is a unit of work, its records in order), and
 chunks of ``TASK_DOCUMENTS`` HTML files or store pages, or for ``--diff`` document ids
-(:func:`diff_tasks`). A document's key is its task's ordinal in the high bits and its place in
+(:func:`diff_tasks`); the pages of several node stores are chunked in the crawl's order
+(:func:`storage.nodes.in_crawl_order`), each item naming its store. A document's key is its task's ordinal in the high bits and its place in
 the task in the low (:func:`document_key`): the input's order, whatever partition reads it.
 A plain path is the driver's, relative to its working directory or not; a task carries that
 directory (:meth:`Task.located`), while ids keep the path as given, as the local engine's do.
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -24,7 +26,9 @@ from crawler.recluster.inputs import (
     FileContent,
     InputError,
     SourceDocument,
+    StorePaths,
     _check_archive_start,
+    crawl_stores,
     read_html_files,
     read_jsonl_file,
     read_jsonl_lines,
@@ -60,9 +64,13 @@ class Task:
 
     ordinal: int
     kind: str  # "warc", "jsonl", "html", "store", "diff"
+    #: the file read (store, diff: the store, of one store)
     path: str = ""
-    #: html: the files; store: (url, page location) of each page; diff: document ids
+    #: html: the files; store: (k, url, page location) of each page; diff: (k, document id)
+    #: of each document, ``k`` its store's place in ``stores``
     items: tuple[Any, ...] = ()
+    #: store, diff: the store directories the items name
+    stores: tuple[str, ...] = ()
     id_field: str = "id"
     text_field: str = "text"
     #: diff: the unit the re-clustering tokenises by (a kept text has lines only in a line store)
@@ -84,7 +92,7 @@ class Task:
 
 def tasks(
     *,
-    store: str | None = None,
+    store: StorePaths | None = None,
     warc: Iterable[str] = (),
     jsonl: Iterable[str] = (),
     html: Iterable[str] = (),
@@ -92,13 +100,15 @@ def tasks(
     text_field: str = "text",
 ) -> list[Task]:
     """The tasks of an input, in input order (store, WARC, JSON Lines, HTML, as the local engine
-    chains them). Reads no page: a missing file, or a file that does not begin like a WARC, is
-    an :class:`InputError` here, before any work, as in the local engine."""
+    chains them; ``store``: one store, or the stores of a distributed crawl's nodes). Reads no
+    page: a missing file, or a file that does not begin like a WARC, is an :class:`InputError`
+    here, before any work, as in the local engine."""
     out: list[Task] = []
     base = os.getcwd()
     if store:
-        for chunk in _chunks(_store_pages(store), TASK_DOCUMENTS):
-            out.append(Task(len(out), "store", store, tuple(chunk), base=base))
+        stores, path = _named(store)
+        for chunk in _chunks(_store_pages(stores), TASK_DOCUMENTS):
+            out.append(Task(len(out), "store", path, tuple(chunk), stores=stores, base=base))
     for path in warc:
         local = _local_path(path)
         if local is not None:
@@ -120,14 +130,29 @@ def tasks(
     return out
 
 
-def diff_tasks(store: str, unit: str) -> list[Task]:
+def diff_tasks(store: StorePaths, unit: str) -> list[Task]:
     """The tasks of ``neardup recluster --store DIR --diff`` on Spark: every document id of the
-    store's current documents (what its latest crawl run holds), in order, in chunks of
-    ``TASK_DOCUMENTS``, each read in an executor as the local engine reads the store
+    store's current documents (what its latest crawl run holds; of several node stores, every
+    node's, in the crawl's order), in order, in chunks of ``TASK_DOCUMENTS``, each read in an
+    executor as the local engine reads the store
     (:func:`crawler.recluster.diff.diff_documents`). No page and no text is read here."""
-    ids = (doc_id for doc_id, _ in _store_records(store, lambda st: st.current_documents()))
-    return [Task(n, "diff", store, tuple(chunk), unit=unit, base=os.getcwd())
+    stores, path = _named(store)
+    ids = ((k, doc_id) for k, doc_id, _ in _store_records(stores))
+    return [Task(n, "diff", path, tuple(chunk), unit=unit, stores=stores, base=os.getcwd())
             for n, chunk in enumerate(_chunks(ids, TASK_DOCUMENTS))]  # fmt: skip
+
+
+def _named(store: StorePaths) -> tuple[tuple[str, ...], str]:
+    """The store directories of a store input, and the one path its tasks name (the store's,
+    for one store).
+
+    >>> _named("s"), _named(["a", "b"])
+    ((('s',), 's'), (('a', 'b'), ''))
+    """
+    from crawler.recluster.inputs import store_paths
+
+    stores = tuple(store_paths(store))
+    return stores, stores[0] if len(stores) == 1 else ""
 
 
 def remote(path: str) -> bool:
@@ -155,25 +180,24 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-def _store_pages(path: str) -> Iterator[tuple[str, Any]]:
-    """(url, page location) of a store's current kept pages (a recrawl's older captures are
-    history), in document order; no page is read."""
-    for _, record in _store_records(path, lambda st: st.current_documents()):
+def _store_pages(paths: tuple[str, ...]) -> Iterator[tuple[int, str, Any]]:
+    """(k, url, page location) of the stores' current kept pages (a recrawl's older captures
+    are history), in the crawl's order; no page is read."""
+    for k, _, record in _store_records(paths):
         if record.page is not None:
-            yield record.url, record.page
+            yield k, record.url, record.page
 
 
-def _store_records(path: str, scan: Callable[[Any], Iterable[Any]]) -> Iterator[Any]:
-    """``scan`` of the store at ``path`` opened read-only; a missing or unreadable store is an
-    :class:`InputError`."""
+def _store_records(paths: tuple[str, ...]) -> Iterator[Any]:
+    """``(k, doc_id, record)`` of the current documents of the stores at ``paths`` opened
+    read-only, in the crawl's order (:func:`storage.nodes.in_crawl_order`); a missing or
+    unreadable store, or stores that are not the nodes of one crawl, an :class:`InputError`."""
     from storage.errors import StoreError
-    from storage.store import Store
+    from storage.nodes import in_crawl_order
 
-    if not Path(path).is_dir():
-        raise InputError(f"no store at {path}")
     try:
-        with Store.open(path, readonly=True) as st:
-            yield from scan(st)
+        with crawl_stores(paths) as stores:
+            yield from in_crawl_order(stores)
     except StoreError as exc:
         raise InputError(str(exc)) from None
 
@@ -200,21 +224,20 @@ def read_task(task: Task, content: bytes | None = None) -> Iterator[SourceDocume
             for path in task.items:
                 yield SourceDocument(path, "html", FileContent(task.located(path)))
         elif task.kind == "store":
-            yield from _read_store_pages(task.located(task.path), task.items)
+            yield from _read_store_pages(task, task.items)
         elif task.kind == "diff":
-            yield from _read_diff_documents(task.located(task.path), task.items, task.unit)
+            yield from _read_diff_documents(task, task.items, task.unit)
     except Exception as exc:  # a corrupt or vanished file: say so, keep what came before
         reason = f"unreadable_{task.kind} ({type(exc).__name__})"
-        yield SourceDocument(task.path or task.kind, "html", b"", skip_reason=reason)
+        named = task.path or ", ".join(task.stores) or task.kind
+        yield SourceDocument(named, "html", b"", skip_reason=reason)
 
 
-def _read_store_pages(path: str, items: tuple[Any, ...]) -> Iterator[SourceDocument]:
-    from storage.store import Store
-
-    with Store.open(path, readonly=True) as st:
-        for url, location in items:
+def _read_store_pages(task: Task, items: tuple[Any, ...]) -> Iterator[SourceDocument]:
+    with _opened(task) as stores:
+        for k, url, location in items:
             try:
-                page = st.pages.read(location)
+                page = stores[k].pages.read(location)
             except Exception as exc:
                 why = f"unreadable ({type(exc).__name__})"
                 yield SourceDocument(url, "html", b"", skip_reason=why)
@@ -222,9 +245,22 @@ def _read_store_pages(path: str, items: tuple[Any, ...]) -> Iterator[SourceDocum
             yield store_page_document(page.url, page.headers, page.body)
 
 
-def _read_diff_documents(path: str, ids: tuple[int, ...], unit: str) -> Iterator[SourceDocument]:
+def _read_diff_documents(
+    task: Task, refs: tuple[tuple[int, int], ...], unit: str
+) -> Iterator[SourceDocument]:
     from crawler.recluster.diff import diff_documents
+
+    with _opened(task) as stores:
+        entries = ((k, doc_id, stores[k].document(doc_id)) for k, doc_id in refs)
+        yield from diff_documents(stores, entries, unit)
+
+
+@contextmanager
+def _opened(task: Task) -> Iterator[list[Any]]:
+    """The stores of a store or diff task, opened read-only where the task is read (the driver
+    checked them as the nodes of one crawl when it made the tasks)."""
     from storage.store import Store
 
-    with Store.open(path, readonly=True) as st:
-        yield from diff_documents(st, ((i, st.document(i)) for i in ids), unit)
+    with ExitStack() as stack:
+        yield [stack.enter_context(Store.open(task.located(path), readonly=True))
+               for path in task.stores]  # fmt: skip

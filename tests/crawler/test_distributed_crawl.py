@@ -210,6 +210,7 @@ def check_the_crawl(site: MirrorSite, client, folder: Path, *, fetched_once: boo
 # --- crawls ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_three_nodes_crawl_a_site_of_six_hosts_as_one_crawl(redis_server, redis_client, tmp_path):
     with MirrorSite(hosts_for(NODES, 2)).serving() as site:
         nodes = {n: start(site, redis_server.url, tmp_path, n) for n in range(1, NODES + 1)}

@@ -156,6 +156,7 @@ def test_the_fault_site_crawls_as_designed(uninterrupted):
     assert not (uninterrupted["store"] / "crawl.running").exists()
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_loses_nothing(site, uninterrupted, tmp_path):
     seed = int(os.environ.get("NEARDUP_FAULT_SEED", time.time_ns() % 2**32))
     rng = random.Random(seed)

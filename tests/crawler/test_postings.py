@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -141,6 +142,7 @@ def contested_oracle(docs, cap, left_out):
     return long
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(corpora(), st.integers(1, 5), st.data())
 def test_steps_in_buckets_agree_with_the_oracle(corpus, buckets, data):
@@ -208,6 +210,7 @@ def test_pack_bytes_cuts_blobs_under_the_limit_and_keeps_a_long_value_whole():
     assert len(P.pack_bytes(np.arange(fitting + 1), [b"x" * 1000] * (fitting + 1))) == 2
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(corpora(), st.integers(1, 4), st.sampled_from([1 << 2, 1 << 4, 1 << 20]), st.data())
 def test_indexed_parts_ranked_as_the_local_clusterer_ranks_them(corpus, buckets, counters, data):

@@ -614,6 +614,7 @@ def _group_alive(pgid: int) -> list[int]:
     return alive
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_sigkill_mid_run_leaves_input_intact_and_index_verifiable(tmp_path):
     store = tmp_path / "store"

@@ -137,6 +137,7 @@ def test_spark_agrees_with_the_local_engine_on_real_pages(spark, tmp_path, capsy
 
 
 
+@pytest.mark.slow
 def test_a_run_tells_its_progress_the_documents_read_then_what_it_does(spark, tmp_path):
     """What the command's progress bar shows: the documents read so far, added by each Spark
     task as it ends (four files: four tasks), all of them once the reading ends, then the
@@ -155,6 +156,7 @@ def test_a_run_tells_its_progress_the_documents_read_then_what_it_does(spark, tm
     assert told[-2:] == [("clustering", len(docs)), ("writing", len(docs))]
 
 
+@pytest.mark.slow
 def test_containment_rule_and_bad_json_lines_agree(spark, tmp_path, capsys):
     docs, _ = truth_corpus(seed=3, mixed=12, identical=4, singles=10)
     path = write_jsonl(tmp_path / "corpus.jsonl", docs)
@@ -172,6 +174,7 @@ def test_containment_rule_and_bad_json_lines_agree(spark, tmp_path, capsys):
     assert f'"{path}:' in local.read_text()  # the id from FILE:LINE, as the local engine's
 
 
+@pytest.mark.slow
 def test_chains_of_near_duplicates_take_rounds_and_agree(spark, tmp_path):
     """Each version of a text edits a few words of the one before, so a version's best
     candidate is often the version just before it, itself undecided: with rounds cut into
@@ -201,6 +204,7 @@ def test_chains_of_near_duplicates_take_rounds_and_agree(spark, tmp_path):
     assert cached_frames(spark) == 0
 
 
+@pytest.mark.slow
 def test_cluster_ids_count_kept_documents_across_tasks_partitions_and_empty_tasks(
         spark, tmp_path):
     """A cluster's id is its representative's rank among the kept documents in input order,
@@ -227,6 +231,7 @@ def test_cluster_ids_count_kept_documents_across_tasks_partitions_and_empty_task
     assert max(line["cluster"] for line in lines) == len(kept) - 1 > 20
 
 
+@pytest.mark.slow
 def test_pairs_estimated_below_the_threshold_and_no_pairs_take_no_round(spark, tmp_path):
     """The rounds are sized by the search's count of documents with a pair to estimate, a
     bound: here every pair estimated falls below the threshold, so no document waits and no
@@ -254,6 +259,7 @@ def test_pairs_estimated_below_the_threshold_and_no_pairs_take_no_round(spark, t
         assert (result.stats["comparisons"] > 0) == (name == "edited")
 
 
+@pytest.mark.slow
 def test_arrays_moved_in_many_blobs_agree(spark, tmp_path):
     """In one partition, 3,000 documents' fingerprints, pairs and sketches far exceed one
     blob of :data:`~crawler.recluster.spark.postings.BLOB_BYTES` (a larger one ran the default
@@ -280,6 +286,7 @@ def test_arrays_moved_in_many_blobs_agree(spark, tmp_path):
     assert result.stats["comparisons"] * 16 > BLOB_BYTES
 
 
+@pytest.mark.slow
 def test_exact_cap_cuts_where_the_local_index_cuts_and_agrees(spark, tmp_path, capsys):
     """Families of versions of a page under one template (each version edits three words of
     the one before) share their rarest fingerprints, so a cap of 1 bites. The local index
@@ -343,6 +350,7 @@ def families_under_one_template(tmp_path: Path) -> Path:
     return write_jsonl(tmp_path / "families.jsonl", docs)
 
 
+@pytest.mark.slow
 def test_a_pass_after_the_first_estimates_only_what_changed_and_finds_a_full_pass_s_candidates(
     spark, tmp_path
 ):
@@ -389,6 +397,7 @@ def test_a_pass_after_the_first_estimates_only_what_changed_and_finds_a_full_pas
         assert candidates(search.preferences) == candidates(whole)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("partitions", [1, 2, 3, 6, 50])
 def test_each_bucket_reaches_its_partition_and_partitions_get_equal_shares(spark, partitions):
     """The search's buckets travel under routes (:mod:`crawler.recluster.spark.routes`) so that
@@ -420,6 +429,7 @@ def test_each_bucket_reaches_its_partition_and_partitions_get_equal_shares(spark
 # --- WARC files, stores, and input that cannot be used -------------------------------------------
 
 
+@pytest.mark.slow
 def test_warc_store_and_html_inputs_with_bad_records(spark, tmp_path, capsys):
     warc, _ = warc_pages(tmp_path)
     # a second WARC that breaks off: its first records count, the break is one skipped document
@@ -467,6 +477,7 @@ def test_warc_store_and_html_inputs_with_bad_records(spark, tmp_path, capsys):
     assert 0 < repeats <= with_broken["broken"][0]["records"]
 
 
+@pytest.mark.slow
 def test_repeated_ids_are_skipped_after_their_first_document_as_the_local_engine_skips_them(
         spark, tmp_path, capsys):
     # "a" three times across two files (its later copies texts of "b" and "c": clustered, they
@@ -490,6 +501,7 @@ def test_repeated_ids_are_skipped_after_their_first_document_as_the_local_engine
     assert [json.loads(line)["id"] for line in local.read_text().splitlines()] == ["a", "b", "c"]
 
 
+@pytest.mark.slow
 def test_files_named_by_url_are_read_by_spark_file_systems(spark, tmp_path, capsys):
     """A URL (hdfs://, s3a://, file://...) is read by Spark's own file systems (binaryFile), the
     way a cluster reads Common Crawl; file:// runs the same route on this machine."""
@@ -514,6 +526,7 @@ def diff_table(capsys, *argv: str) -> str:
     return capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_diff_on_spark_reports_what_the_local_diff_reports(spark, tmp_path_factory, capsys):
     """A real crawl (the report's site: kept pages stored, dropped pages' texts kept): the same
     report, JSON and table, with the crawl's own parameters (nothing changes) and with a
@@ -539,6 +552,7 @@ def test_diff_on_spark_reports_what_the_local_diff_reports(spark, tmp_path_facto
     assert got == expected
 
 
+@pytest.mark.slow
 def test_diff_on_spark_counts_what_it_cannot_compare_as_the_local_diff_does(
         spark, tmp_path, capsys):
     """A crawl that kept its near duplicates' texts but one (and one of them cut at
@@ -583,6 +597,7 @@ def test_diff_on_spark_counts_what_it_cannot_compare_as_the_local_diff_does(
 # --- a task that dies is retried, without lost or repeated output ---------------------------------
 
 
+@pytest.mark.slow
 def test_a_killed_python_worker_is_retried_without_duplicates_or_losses(spark, tmp_path):
     docs, _ = truth_corpus(seed=9, mixed=10, identical=3, singles=6)
     first = write_jsonl(tmp_path / "a.jsonl", docs[: len(docs) // 2])
@@ -614,6 +629,7 @@ def test_a_killed_python_worker_is_retried_without_duplicates_or_losses(spark, t
     assert sum(info.numFailedTasks for info in failed if info is not None) >= 1
 
 
+@pytest.mark.slow
 def test_every_job_of_a_run_is_in_the_caller_s_job_group_and_says_what_it_does(
         spark, tmp_path):
     """A Spark user follows or cancels what a call runs by its job group, and shares a cluster
@@ -654,6 +670,7 @@ def test_every_job_of_a_run_is_in_the_caller_s_job_group_and_says_what_it_does(
     assert given_back == "recluster_spark, in a group"  # the caller's own, after the run
 
 
+@pytest.mark.slow
 def test_a_run_ended_or_failed_gives_the_caller_s_session_back_as_it_was(spark, tmp_path):
     """The run plans its shuffles for its own partitions through the session's
     ``spark.sql.shuffle.partitions``, turns adaptive execution off for its queries, and caches
@@ -709,6 +726,7 @@ def _collector_view(batches):
         yield pa.RecordBatch.from_pydict({"frozen": [frozen], "tracked": [tracked]})
 
 
+@pytest.mark.slow
 def test_a_python_step_leaves_its_worker_s_objects_out_of_the_collections_after_it(spark):
     """PySpark's daemon collects garbage after every task; a step freezes what its worker
     holds as it starts (pyspark's, pyarrow's, the engine's modules), so that collection walks
@@ -809,6 +827,7 @@ def _needs_what_no_executor_has(batches):
     yield from batches
 
 
+@pytest.mark.slow
 def test_a_failed_job_is_told_in_one_line_what_to_do_when_setup_is_the_cause(spark):
     """What the command prints for a Spark job that failed (every attempt of a task): the
     Python error the workers' traceback ends with; when a worker cannot import a module, the
@@ -837,6 +856,7 @@ def test_a_failed_job_is_told_in_one_line_what_to_do_when_setup_is_the_cause(spa
 # --- mistakes: one line, exit 2 ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_wrong_options_missing_java_and_bad_masters_are_one_line_errors(
         spark, tmp_path, capsys, monkeypatch):
     path = write_jsonl(tmp_path / "c.jsonl", truth_corpus(mixed=1, identical=1, singles=1)[0])

@@ -101,6 +101,7 @@ AREAS = (
 AREA_STRIDE = 4  # every fourth page of those above (≥ 100 pages), for each area
 
 
+@pytest.mark.slow
 def test_engines_agree_on_every_content_area(pages: list[Path]) -> None:
     chosen = pages[::AREA_STRIDE]
     assert len(chosen) >= 100

@@ -309,6 +309,7 @@ def _no_bigger_files_than(limit: int) -> Any:
     return preexec
 
 
+@pytest.mark.slow
 def test_a_store_that_cannot_grow_stops_the_crawl_in_one_line_and_the_next_run_resumes(
     site, uninterrupted, tmp_path
 ):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -71,6 +72,7 @@ def candidate_graphs(draw):
     return n, estimates
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(candidate_graphs(), st.sampled_from([None, CONTAINMENT]), st.integers(0, 2**32))
 def test_rounds_decide_as_sequential_greedy(graph, containment, seed):

@@ -54,6 +54,7 @@ def _first_difference(fast: list[str], reference: list[str]) -> str:
     )
 
 
+@pytest.mark.slow
 def test_engines_agree_on_real_pages(pages: list[Path]) -> None:
     differences = []
     tokens = 0

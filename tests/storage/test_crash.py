@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from storage.store import Store
@@ -48,6 +49,7 @@ def run_and_kill(path: Path, seed: int, after: float) -> list[dict]:
     return lines
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_loses_nothing_and_stores_nothing_twice(tmp_path):
     path = tmp_path / "store"
     rng = random.Random(20250101)

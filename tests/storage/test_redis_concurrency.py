@@ -9,6 +9,8 @@ import multiprocessing
 import random
 from dataclasses import replace
 
+import pytest
+
 from benchmarks.distributed import sketched
 from benchmarks.edits import edit_page
 from crawler.demo import SITE_DIR
@@ -44,6 +46,7 @@ def copies_of_each_page():
     return groups
 
 
+@pytest.mark.slow
 def test_nodes_deciding_copies_at_the_same_instant_agree(redis_server, redis_client):
     groups = [sketched(group) for group in copies_of_each_page()]
     groups = [g for g in groups if len(g) == NODES]  # pages with text

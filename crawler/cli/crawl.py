@@ -197,7 +197,7 @@ def check_frontier(
     that does not answer), or None for a single machine's crawl. The crawl's name is
     ``NEARDUP_FRONTIER_CRAWL`` if given, else made from the start URLs."""
     from crawler.frontier import connection, defaults
-    from crawler.frontier.partition import crawl_name, parse_node
+    from crawler.frontier.partition import check_crawl_name, crawl_name, parse_node
 
     given = [name for name in (defaults.SETTING_URL, defaults.SETTING_NODE) if name in settings]
     if given:
@@ -213,8 +213,12 @@ def check_frontier(
         connection.check(url)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    crawl = settings.get(defaults.SETTING_CRAWL) or crawl_name(start_urls)
-    return Frontier(url, CrawlNode(str(crawl), i, k))
+    crawl = str(settings.get(defaults.SETTING_CRAWL) or crawl_name(start_urls))
+    try:
+        check_crawl_name(crawl)
+    except ValueError as exc:
+        raise UserError(f"-s {defaults.SETTING_CRAWL}: {exc}") from None
+    return Frontier(url, CrawlNode(crawl, i, k))
 
 
 def node_user_agent(agent: str, label: str) -> str:

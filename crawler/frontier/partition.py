@@ -11,6 +11,7 @@ in Scrapy's download slots.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -59,6 +60,25 @@ def node_of_url(url: str, nodes: int) -> int:
     True
     """
     return node_of_host(urlsplit(url).hostname or "", nodes)
+
+
+#: what a crawl's name may hold: it begins every Redis key of the crawl
+_CRAWL_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+
+def check_crawl_name(crawl: str) -> str:
+    """``crawl`` if it can name a crawl's keys, else a ValueError that says what can.
+
+    >>> check_crawl_name("docs-2026.12")
+    'docs-2026.12'
+    >>> check_crawl_name("bad name")
+    Traceback (most recent call last):
+    ...
+    ValueError: crawl name 'bad name': use 1 to 100 letters, digits, '.', '_' or '-'
+    """
+    if not _CRAWL_NAME.fullmatch(crawl):
+        raise ValueError(f"crawl name {crawl!r}: use 1 to 100 letters, digits, '.', '_' or '-'")
+    return crawl
 
 
 def crawl_name(start_urls: Iterable[str]) -> str:

@@ -39,7 +39,6 @@ prefix), ``NEARDUP_FRONTIER_SETTLE``. Stats: ``neardup/frontier/...``.
 from __future__ import annotations
 
 import logging
-import re
 import time
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -50,7 +49,7 @@ from scrapy.exceptions import DontCloseSpider, NotConfigured
 from scrapy.utils.request import RequestFingerprinter
 
 from crawler.frontier import defaults
-from crawler.frontier.partition import parse_node
+from crawler.frontier.partition import check_crawl_name, parse_node
 from crawler.frontier.queue import NodeQueues
 
 if TYPE_CHECKING:
@@ -64,7 +63,6 @@ __all__ = ["FrontierScheduler"]
 
 logger = logging.getLogger(__name__)
 
-_CRAWL_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 _SCHEDULERS: weakref.WeakKeyDictionary[Crawler, FrontierScheduler] = weakref.WeakKeyDictionary()
 
 
@@ -105,10 +103,7 @@ class FrontierScheduler(BaseScheduler):
         user_agent: str | None = None,
         crawler: Crawler | None = None,
     ) -> None:
-        if not _CRAWL_NAME.fullmatch(crawl):
-            raise ValueError(
-                f"crawl name {crawl!r}: use 1 to 100 letters, digits, '.', '_' or '-'"
-            )
+        check_crawl_name(crawl)
         if not 1 <= node <= nodes:
             raise ValueError(f"node {node} of {nodes}: the node must be between 1 and {nodes}")
         self.server = server

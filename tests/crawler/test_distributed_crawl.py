@@ -398,6 +398,10 @@ def test_a_node_started_wrongly_is_told_in_one_line(redis_server, redis_client, 
     silent = "redis://127.0.0.1:1/0"  # nothing listens on port 1
     assert error("--frontier", silent, "--node", "1/3").startswith(
         f"--frontier {silent}: Redis does not answer (")
+    assert error("--frontier", frontier, "--node", "1/3", "-s",
+                 "NEARDUP_FRONTIER_CRAWL=bad name") == (
+        "-s NEARDUP_FRONTIER_CRAWL: crawl name 'bad name': use 1 to 100 letters, digits, '.', "
+        "'_' or '-'")
     assert not Path(store).exists()  # nothing made for a command refused
 
     # a node's store is that node's: not another node's, nor a single machine's crawl

@@ -52,6 +52,7 @@ usual length, since the index records every page's key.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import shutil
@@ -265,7 +266,6 @@ class HostedSite:
         self.bases: list[str] = []
         self.served: dict[tuple[int, str], bytes] = {}
         self.first = self.last = 0.0
-        self._servers: list[Any] = []
 
     def start_url(self) -> str:
         return f"{self.bases[self.home['/']]}/"
@@ -286,8 +286,9 @@ class HostedSite:
         return re.sub(rb'(href=")(/[^"]*)', absolute, data)
 
     def __enter__(self) -> HostedSite:
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler
+
+        from crawler.demo.server import serve_hosts
 
         hosted = self
 
@@ -318,22 +319,15 @@ class HostedSite:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        for host in self.hosts:
-            server = ThreadingHTTPServer((host, 0), Handler)
-            server.daemon_threads = True
-            self._servers.append(server)
-            self.bases.append(f"http://{host}:{server.server_address[1]}")
+        self._serving = contextlib.ExitStack()
+        self.bases = self._serving.enter_context(serve_hosts(Handler, self.hosts))
         for page in self.site.pages:
             if page.kind != "robots_txt":
                 self.served[(self.home[page.path], page.path)] = self._rewritten(page.data)
-        for server in self._servers:
-            threading.Thread(target=server.serve_forever, daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for server in self._servers:
-            server.shutdown()
-            server.server_close()
+        self._serving.close()
 
 
 def _crawl_run(hosted: HostedSite, nodes: int | None, redis_url: str, folder: Path,

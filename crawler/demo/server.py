@@ -19,7 +19,7 @@ import hashlib
 import os
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Union
 from urllib.parse import urlsplit
 
-__all__ = ["Exchange", "Route", "serve"]
+__all__ = ["Exchange", "Route", "serve", "serve_hosts"]
 
 LOOPBACK = "127.0.0.1"
 
@@ -316,3 +316,28 @@ def serve(
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@contextlib.contextmanager
+def serve_hosts(
+    handler: type[BaseHTTPRequestHandler], hosts: Sequence[str]
+) -> Iterator[list[str]]:
+    """Serve ``handler`` on each of ``hosts`` (loopback addresses: 127.0.0.2, 127.0.0.3, ...
+    are distinct hosts to a crawler), each on a free port, on daemon threads; yield their base
+    URLs in the order of ``hosts``. The handler finds which host a request came to in
+    ``self.server.server_address[0]``. For sites spread over hosts: the tests and the
+    benchmark of a crawl on several nodes."""
+    servers = []
+    try:
+        for host in hosts:
+            server = ThreadingHTTPServer((host, 0), handler)
+            server.daemon_threads = True
+            servers.append(server)
+            threading.Thread(target=server.serve_forever, name="neardup-serve",
+                             daemon=True).start()  # fmt: skip
+        yield [f"http://{host}:{server.server_address[1]}" for host, server in zip(hosts, servers)]
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+

@@ -24,9 +24,10 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+from crawler.demo.server import serve_hosts
 from crawler.frontier.partition import node_of_host
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +99,6 @@ class MirrorSite:
         self.log: list[tuple[str, str, str]] = []
         self.lock = threading.Lock()
         self.bases: list[str] = []
-        self._servers: list[ThreadingHTTPServer] = []
 
     # --- what the site holds ---------------------------------------------------------------
 
@@ -192,18 +192,9 @@ class MirrorSite:
             def log_message(self, *args: object) -> None:
                 pass
 
-        for host in self.hosts:
-            server = ThreadingHTTPServer((host, 0), Handler)
-            server.daemon_threads = True
-            self._servers.append(server)
-            self.bases.append(f"http://{host}:{server.server_address[1]}")
-            threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
+        with serve_hosts(Handler, self.hosts) as bases:
+            self.bases[:] = bases
             yield self
-        finally:
-            for server in self._servers:
-                server.shutdown()
-                server.server_close()
 
 
 def _html(title: str, words: tuple[str, ...] | list[str], links: list[str]) -> str:

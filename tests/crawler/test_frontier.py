@@ -16,7 +16,7 @@ import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -24,6 +24,7 @@ import redis
 from scipy.stats import chisquare
 from scrapy import Request, Spider
 
+from crawler.demo.server import serve_hosts
 from crawler.frontier import defaults
 from crawler.frontier.partition import crawl_name, node_of_host, node_of_url, parse_node
 from crawler.frontier.queue import NodeQueues
@@ -191,7 +192,6 @@ class Site:
         self.delay = delay
         self.log: list[tuple[str, str, str, float]] = []
         self.lock = threading.Lock()
-        self.servers: list[ThreadingHTTPServer] = []
         self.bases: list[str] = []
 
     def page(self, h: int, i: int) -> str:
@@ -225,10 +225,7 @@ class Site:
 
     def fetches(self) -> Counter[str]:
         with self.lock:
-            return Counter(f"http://{h}:{self.port(h)}{path}" for h, path, _, _ in self.log)
-
-    def port(self, host: str) -> int:
-        return self.servers[self.hosts.index(host)].server_address[1]
+            return Counter(f"{self.bases[self.hosts.index(h)]}{path}" for h, path, _, _ in self.log)
 
     @contextmanager
     def serving(self):
@@ -254,18 +251,9 @@ class Site:
             def log_message(self, *args):
                 pass
 
-        for host in self.hosts:
-            server = ThreadingHTTPServer((host, 0), Handler)
-            server.daemon_threads = True
-            self.servers.append(server)
-            self.bases.append(f"http://{host}:{server.server_address[1]}")
-            threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
+        with serve_hosts(Handler, self.hosts) as bases:
+            self.bases[:] = bases
             yield self
-        finally:
-            for server in self.servers:
-                server.shutdown()
-                server.server_close()
 
 
 def start_node(node: int, url: str, site: Site, folder: Path, **settings) -> subprocess.Popen:
@@ -394,7 +382,8 @@ def test_a_node_killed_mid_crawl_and_restarted_loses_nothing_and_refetches_only_
             # (and its new process read its hosts' robots.txt again)
             assert count == 1 or (url in held | restarted and count == 2), (url, count)
         with site.lock:  # and those were fetched again after the restart
-            again = {f"http://{h}:{site.port(h)}{p}" for h, p, _, t in site.log if t > killed_at}
+            again = {f"{site.bases[site.hosts.index(h)]}{p}"
+                     for h, p, _, t in site.log if t > killed_at}  # fmt: skip
         assert held <= again
         for host, agents in owners_by_host(site).items():
             assert agents == {f"frontier-test node {node_of_host(host, NODES)}"}

@@ -39,7 +39,9 @@ def crawl(redis_server, tmp_path_factory) -> dict:
     client = redis.Redis.from_url(redis_server.url)
     client.flushall()
     client.close()
-    site = MirrorSite(hosts_for(NODES, 1))
+    # each response takes a little while, so that every node is still crawling while the
+    # others are, whatever the machine's load: the crawl's order then interleaves the nodes
+    site = MirrorSite(hosts_for(NODES, 1), delay=0.2)
     with site.serving():
         nodes = {n: start(site, redis_server.url, folder, n) for n in range(1, NODES + 1)}
         wait_all(nodes, folder)

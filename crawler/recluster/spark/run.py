@@ -107,7 +107,9 @@ def recluster_spark(
         for reason, n in counted:
             if reason is not None:
                 result.count_skipped(reason, n)
-        result.broken.sort(key=lambda broken: _input_place(work, broken.path))
+        # a broken file's line is said in input order, as the local engine reads the files
+        place = {task.path: task.ordinal for task in reversed(work)}
+        result.broken.sort(key=lambda broken: place.get(broken.path, len(work)))
         total = sum(n for _, n in counted)
         with described(context, "repeated ids"):
             docs = _first_of_each_id(docs, result, held)
@@ -138,17 +140,10 @@ def recluster_spark(
     return result
 
 
-def _input_place(work: list[Task], path: str) -> int:
-    """Where the input file ``path`` is in the run's input order (a broken file's line is
-    said in that order, as the local engine reads them)."""
-    return next((task.ordinal for task in work if task.path == path), len(work))
-
-
 def _first_of_each_id(docs: Any, result: ReclusterResult, held: list[Any]) -> Any:
-    """``docs`` with every sketched document whose id an earlier one (a lower key) had
-    skipped as :data:`~crawler.recluster.run.REPEATED_ID`, as the local engine skips it; the
-    repeats are counted in ``result``. Only ids and keys are shuffled to find them; the
-    documents are marked in a second job only when there are any."""
+    """``docs`` with each sketched document whose id an earlier one (a lower key) had skipped as
+    :data:`~crawler.recluster.run.REPEATED_ID`, as the local engine skips it, counted in
+    ``result``. Only ids and keys are shuffled to find them."""
     from pyspark.sql import functions as F
 
     sketched = docs.where("sketch IS NOT NULL").select("key", "id")

@@ -4,8 +4,8 @@ an executor, start to end.
 One task per WARC or JSON Lines file (a file is a unit of work, its records in order), and
 chunks of ``TASK_DOCUMENTS`` HTML files or store pages, or for ``--diff`` document ids
 (:func:`diff_tasks`); the pages of several node stores are chunked in the crawl's order
-(:func:`storage.nodes.in_crawl_order`), each item naming its store. A document's key is its task's ordinal in the high bits and its place in
-the task in the low (:func:`document_key`): the input's order, whatever partition reads it.
+(:func:`storage.nodes.in_crawl_order`), each item naming its store. A document's key is its
+task's ordinal in the high bits and its place in the task in the low (:func:`document_key`): the input's order, whatever partition reads it.
 A plain path is the driver's, relative to its working directory or not; a task carries that
 directory (:meth:`Task.located`), while ids keep the path as given, as the local engine's do.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Iterable, Iterator
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -29,6 +28,7 @@ from crawler.recluster.inputs import (
     StorePaths,
     _check_archive_start,
     crawl_stores,
+    store_paths,
     read_html_files,
     read_jsonl_file,
     read_jsonl_lines,
@@ -106,7 +106,8 @@ def tasks(
     out: list[Task] = []
     base = os.getcwd()
     if store:
-        stores, path = _named(store)
+        stores = tuple(store_paths(store))
+        path = stores[0] if len(stores) == 1 else ""
         for chunk in _chunks(_store_pages(stores), TASK_DOCUMENTS):
             out.append(Task(len(out), "store", path, tuple(chunk), stores=stores, base=base))
     for path in warc:
@@ -136,23 +137,11 @@ def diff_tasks(store: StorePaths, unit: str) -> list[Task]:
     node's, in the crawl's order), in order, in chunks of ``TASK_DOCUMENTS``, each read in an
     executor as the local engine reads the store
     (:func:`crawler.recluster.diff.diff_documents`). No page and no text is read here."""
-    stores, path = _named(store)
+    stores = tuple(store_paths(store))
+    path = stores[0] if len(stores) == 1 else ""
     ids = ((k, doc_id) for k, doc_id, _ in _store_records(stores))
     return [Task(n, "diff", path, tuple(chunk), unit=unit, stores=stores, base=os.getcwd())
             for n, chunk in enumerate(_chunks(ids, TASK_DOCUMENTS))]  # fmt: skip
-
-
-def _named(store: StorePaths) -> tuple[tuple[str, ...], str]:
-    """The store directories of a store input, and the one path its tasks name (the store's,
-    for one store).
-
-    >>> _named("s"), _named(["a", "b"])
-    ((('s',), 's'), (('a', 'b'), ''))
-    """
-    from crawler.recluster.inputs import store_paths
-
-    stores = tuple(store_paths(store))
-    return stores, stores[0] if len(stores) == 1 else ""
 
 
 def remote(path: str) -> bool:
@@ -234,7 +223,7 @@ def read_task(task: Task, content: bytes | None = None) -> Iterator[SourceDocume
 
 
 def _read_store_pages(task: Task, items: tuple[Any, ...]) -> Iterator[SourceDocument]:
-    with _opened(task) as stores:
+    with crawl_stores([task.located(path) for path in task.stores]) as stores:
         for k, url, location in items:
             try:
                 page = stores[k].pages.read(location)
@@ -250,17 +239,6 @@ def _read_diff_documents(
 ) -> Iterator[SourceDocument]:
     from crawler.recluster.diff import diff_documents
 
-    with _opened(task) as stores:
+    with crawl_stores([task.located(path) for path in task.stores]) as stores:
         entries = ((k, doc_id, stores[k].document(doc_id)) for k, doc_id in refs)
         yield from diff_documents(stores, entries, unit)
-
-
-@contextmanager
-def _opened(task: Task) -> Iterator[list[Any]]:
-    """The stores of a store or diff task, opened read-only where the task is read (the driver
-    checked them as the nodes of one crawl when it made the tasks)."""
-    from storage.store import Store
-
-    with ExitStack() as stack:
-        yield [stack.enter_context(Store.open(task.located(path), readonly=True))
-               for path in task.stores]  # fmt: skip

@@ -14,26 +14,6 @@ pytest_plugins = ("tests.redis_server",)
 settings.register_profile("neardup", deadline=None)
 settings.load_profile("neardup")
 
-#: the test files that take longest, longest first. pyproject's addopts give each file to one
-#: worker, in collection order; started first, these leave the short files to fill the
-#: workers' ends, instead of one worker running a long file alone while the other is idle
-LONGEST_FIRST = (
-    "tests/crawler/test_spark.py",
-    "tests/crawler/test_spark_cluster.py",
-    "tests/dedup/test_canonical_corpus.py",
-    "tests/crawler/test_recluster_nodes.py",
-    "tests/crawler/test_faults.py",
-    "tests/crawler/test_distributed_crawl.py",
-    "tests/crawler/test_frontier.py",
-    "tests/crawler/test_recrawl.py",
-    "tests/crawler/test_traps.py",
-)
-
-
-def pytest_collection_modifyitems(items: list) -> None:
-    rank = {path: n for n, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
-
 
 def html_corpus_or_skip(min_pages: int, packages: Sequence[str] | None = None) -> list:
     """The real HTML corpus (``benchmarks.corpus``: its default packages, or ``packages``) of

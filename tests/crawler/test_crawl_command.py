@@ -77,23 +77,29 @@ def test_json_summary_and_a_repeated_crawl(crawled):
     assert report.warc_records == 21 and report.revisit_records == 21 + 2
 
 
+def crawl_stopped_by_ctrl_c(command: list[str], store: Path, decided: int) -> dict:
+    """``neardup COMMAND`` in a child process, sent SIGINT once its dedup log holds ``decided``
+    lines: its JSON summary, after it exited with 130."""
+    proc = subprocess.Popen([sys.executable, "-m", "crawler.cli", *command], cwd=ROOT,
+                            env=child_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        logs = list((store / "logs").glob("*.jsonl")) if (store / "logs").is_dir() else []
+        if logs and logs[0].read_bytes().count(b"\n") >= decided:
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err[-3000:]
+    return json.loads(out)
+
+
 def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path):
     store = tmp_path / "store"
     with serve(fault_site()) as base:
         command = ["crawl", base + "/", "--store", str(store), *ORDERLY]
-        proc = subprocess.Popen([sys.executable, "-m", "crawler.cli", *command], cwd=ROOT,
-                                env=child_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)  # fmt: skip
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and proc.poll() is None:
-            logs = list((store / "logs").glob("*.jsonl")) if (store / "logs").is_dir() else []
-            if logs and logs[0].read_bytes().count(b"\n") >= 24:
-                break
-            time.sleep(0.01)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-        assert proc.returncode == 130, err[-3000:]
-        first = json.loads(out)
+        first = crawl_stopped_by_ctrl_c(command, store, decided=24)
         assert first["interrupted"] is True and first["reason"] == "shutdown"
         assert 24 <= first["decided"] < 161
         assert (store / "jobdir").is_dir() and not (store / "crawl.running").exists()
@@ -237,19 +243,7 @@ def test_the_links_of_a_page_decided_while_ctrl_c_stops_the_crawl_are_kept_for_t
     }
     with serve(routes) as base:
         command = ["crawl", base + "/0.html", "--store", str(store), *ORDERLY]
-        proc = subprocess.Popen([sys.executable, "-m", "crawler.cli", *command], cwd=ROOT,
-                                env=child_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)  # fmt: skip
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and proc.poll() is None:
-            logs = list((store / "logs").glob("*.jsonl")) if (store / "logs").is_dir() else []
-            if logs and logs[0].read_bytes().count(b"\n") >= 8:
-                break
-            time.sleep(0.01)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-        assert proc.returncode == 130, err[-3000:]
-        first = json.loads(out)
+        first = crawl_stopped_by_ctrl_c(command, store, decided=8)
         assert 8 <= first["decided"] < pages
         resumed = neardup(*command)
         assert resumed.returncode == 0, resumed.stderr[-3000:]

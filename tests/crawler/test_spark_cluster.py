@@ -114,7 +114,7 @@ def nobody_answers(tmp_path_factory):
     url = f"spark://127.0.0.1:{port}"
     started = started_command(url, home, sys.executable, "--jsonl", "t.jsonl", "-o", "c.jsonl")
     yield url, started
-    if started.process.poll() is None:  # its test was not run
+    if started.process.stdout and not started.process.stdout.closed:  # its test was not run
         started.process.kill()
         started.process.communicate()
 
@@ -271,9 +271,16 @@ def test_executors_whose_python_lacks_neardup_or_is_missing_are_one_line(standal
     bare = tmp_path / "python-without-site-packages"
     bare.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
     bare.chmod(bare.stat().st_mode | stat.S_IXUSR)
-    for python, says in ((str(bare), f"the executors' Python ({bare}) cannot import '"),
-                         (str(tmp_path / "no-python"), "the executors cannot start Python '")):
-        done = command(standalone, tmp_path, python, "--jsonl", "t.jsonl", "-o", "c.jsonl")
+    # the two applications side by side, a core each; a task fails once, not Spark's four
+    # times, before the job does
+    started = [(started_command(standalone.url, tmp_path, python, "--jsonl", "t.jsonl", "-o",
+                                f"c{n}.jsonl", "--spark-conf", "spark.cores.max=1",
+                                "--spark-conf", "spark.task.maxFailures=1"), says)
+               for n, (python, says) in enumerate((
+                   (str(bare), f"the executors' Python ({bare}) cannot import '"),
+                   (str(tmp_path / "no-python"), "the executors cannot start Python '")))]
+    for each, says in started:
+        done = each.communicate(timeout=600)
         assert done.returncode == 2, done.stderr[-3000:]
         last = done.stderr.strip().splitlines()[-1]
         assert last.startswith(f"neardup recluster: error: {says}"), last

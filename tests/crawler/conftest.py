@@ -200,3 +200,16 @@ def bad_site() -> Iterator[str]:
     """Base URL of a site of bad input (see :mod:`tests.crawler.sites`)."""
     with serve(bad_routes()) as base:
         yield base
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for every test of a worker that needs one (a JVM start each
+    saved): two cores, and a failed task tried three times before its job fails."""
+    pytest.importorskip("pyspark")
+    from crawler.recluster.spark import spark_session
+
+    session, made = spark_session("local[2,3]")
+    yield session
+    if made:
+        session.stop()

@@ -124,25 +124,17 @@ def test_diff_with_other_parameters_names_each_changed_pages_node(crawl, capsys)
 
 @crawled
 def test_spark_reads_the_stores_in_the_crawls_order_as_the_local_engine_does(
-    crawl, tmp_path, capsys
+    crawl, spark, tmp_path, capsys
 ):
-    pytest.importorskip("pyspark")
-    from crawler.recluster.spark import spark_session
-
-    session, made = spark_session("local[2]")
-    try:
-        local, on_spark = tmp_path / "local.jsonl", tmp_path / "spark.jsonl"
-        run(capsys, *crawl["argv"], "-o", str(local), "-j", "1")
-        run(capsys, *crawl["argv"], "-o", str(on_spark), "--engine", "spark")
-        assert on_spark.read_bytes() == local.read_bytes()
-        # with the crawl's parameters, nothing to change
-        expected = run(capsys, *crawl["argv"], "--diff", "-j", "1")
-        got = run(capsys, *crawl["argv"], "--diff", "--engine", "spark", "--partitions", "2")
-        assert got.pop("seconds") > 0 and expected.pop("seconds") > 0
-        assert got == expected and got["changed"] == 0 and len(got["stores"]) == NODES
-    finally:
-        if made:
-            session.stop()
+    local, on_spark = tmp_path / "local.jsonl", tmp_path / "spark.jsonl"
+    run(capsys, *crawl["argv"], "-o", str(local), "-j", "1")
+    run(capsys, *crawl["argv"], "-o", str(on_spark), "--engine", "spark")
+    assert on_spark.read_bytes() == local.read_bytes()
+    # with the crawl's parameters, nothing to change
+    expected = run(capsys, *crawl["argv"], "--diff", "-j", "1")
+    got = run(capsys, *crawl["argv"], "--diff", "--engine", "spark", "--partitions", "2")
+    assert got.pop("seconds") > 0 and expected.pop("seconds") > 0
+    assert got == expected and got["changed"] == 0 and len(got["stores"]) == NODES
 
 
 @crawled

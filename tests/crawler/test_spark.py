@@ -1,11 +1,12 @@
 """``neardup recluster --engine spark``: the same clusters as the local engine, on Apache Spark.
 
-Spark runs in local mode, in one session for the whole test run (starting one costs seconds):
-``local[2,3]``, two cores, and up to three attempts per task, so that a task whose Python
-worker dies is retried as it would be on a cluster. Every run is compared with the local
-engine on the same input, byte for byte: same tokens, same sketches, same decisions. The runs
-of the command in a process of its own (its progress and settings, spark-submit) take a JVM
-each and are marked slow; the agreement on real pages is not, so the quick loop runs Spark.
+Spark runs in local mode, in one session per test worker (the ``spark`` fixture of the
+crawler tests' conftest; starting one costs seconds): ``local[2,3]``, two cores, and up to
+three attempts per task, so that a task whose Python worker dies is retried as it would be on
+a cluster. Every run is compared with the local engine on the same input, byte for byte: same
+tokens, same sketches, same decisions. The runs of the command in a process of its own (its
+progress and settings, spark-submit) take a JVM each and are marked slow; the agreement on
+real pages is not, so the quick loop runs Spark.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from crawler.cli import main  # noqa: E402
 from crawler.recluster.inputs import read_jsonl  # noqa: E402
 from crawler.recluster.pool import sketch_source  # noqa: E402
 from crawler.recluster.run import recluster  # noqa: E402
-from crawler.recluster.spark import recluster_spark, spark_session, tasks  # noqa: E402
+from crawler.recluster.spark import recluster_spark, tasks  # noqa: E402
 from dedup.canonical import html_tokens  # noqa: E402
 from dedup.params import DedupParams, SketchParams  # noqa: E402
 from storage.records import DocumentRecord  # noqa: E402
@@ -47,14 +48,6 @@ from tests.crawler.test_recluster import (  # noqa: E402
 from tests.crawler.test_report import crawled_site  # noqa: E402
 
 PAGES = 160  # real pages of the Debian-packaged documentation, before the planted copies
-
-
-@pytest.fixture(scope="session")
-def spark():
-    session, made = spark_session("local[2,3]")
-    yield session
-    if made:
-        session.stop()
 
 
 def cached_frames(spark) -> int:

@@ -136,6 +136,13 @@ def scrapy_settings(config: Config) -> dict[str, Any]:
         "TELNETCONSOLE_ENABLED": False,
         "REMOTE_CONTROL_ENABLED": False,
         "LOG_LEVEL": "INFO",
+        # the spider yields one item per response: Scrapy's 100 (CONCURRENT_ITEMS) would start
+        # 100 tasks to process each response's output
+        "CONCURRENT_ITEMS": 1,
+        # a check for the developer of a spider, whose cache is keyed on the bound method: a
+        # request's callback is a new one each time (a request read back from a JOBDIR, one
+        # made per link), so it would parse the spider's source again and again
+        "WARN_ON_GENERATOR_RETURN_VALUE": False,
         # every decision is logged by the pipelines; Scrapy's per-item DEBUG lines would only
         # repeat whole bodies
         "LOG_FORMATTER": "crawler.settings.QuietLogFormatter",

@@ -313,6 +313,14 @@ class PageStore:
 
     def read(self, location: PageLocation) -> Page:
         """The page at ``location``: URL, status code, headers and body as stored."""
+        return self._read(location, body=True)
+
+    def read_head(self, location: PageLocation) -> Page:
+        """The page at ``location`` without its body (``b""``): what a revisit record of it
+        needs, without inflating the body."""
+        return self._read(location, body=False)
+
+    def _read(self, location: PageLocation, *, body: bool) -> Page:
         if self._out is not None and location.number == self._number:
             self._out.flush()  # a page of the open batch, still in the write buffer
         fh = self._reader(location.number, location.file)
@@ -329,7 +337,7 @@ class PageStore:
                 url = record.rec_headers.get_header("WARC-Target-URI")
                 status = int(record.http_headers.get_statuscode())
                 headers = list(record.http_headers.headers)
-                return Page(url, status, headers, record.raw_stream.read())
+                return Page(url, status, headers, record.raw_stream.read() if body else b"")
         except Exception as exc:  # warcio raises several kinds on bad bytes
             raise PageReadError(
                 f"{location.file} at {location.offset}: not a readable WARC record ({exc})"

@@ -4,8 +4,9 @@ Runs Scrapy's engine (``AsyncCrawlerProcess``) with :class:`~crawler.spiders.Sit
 dedup and storage stages of :mod:`crawler.pipelines` and the progress line of
 :mod:`crawler.extensions.progress`. :func:`crawl` is the part ``neardup demo`` shares.
 
-**Stopping and resuming.** Scrapy keeps the crawl's queue and seen-requests in a JOBDIR, here
-``<store>/jobdir``. Ctrl-C stops cleanly (the last batch commits, the queue is saved) and the
+**Stopping and resuming.** Scrapy keeps the crawl's seen-requests in a JOBDIR, here
+``<store>/jobdir``, and the crawl's scheduler saves its queue there when the crawl stops
+(:mod:`crawler.scheduler`). Ctrl-C stops cleanly (the last batch commits, the queue is saved) and the
 same command resumes. A crawl that was *killed* (SIGKILL, a power cut) cannot be trusted to have
 saved its queue consistently, so a marker file, ``<store>/crawl.running``, is written when a
 crawl starts and removed when it stops cleanly: found on the next start, it means the JOBDIR is
@@ -639,7 +640,9 @@ def _run_scrapy(
         "LOG_LEVEL": "DEBUG" if verbose else "INFO",
     }
     if frontier is None:
+        # the queue is saved to the JOBDIR when the crawl stops (crawler.scheduler)
         merged["JOBDIR"] = str(state.jobdir)
+        merged["SCHEDULER"] = "crawler.scheduler.ResumableScheduler"
     else:
         merged.update(frontier.settings(base["USER_AGENT"]))
     merged.update(settings or {})

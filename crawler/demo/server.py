@@ -175,8 +175,11 @@ class _Quiet:
 
 class _DirectoryHandler(_Quiet, SimpleHTTPRequestHandler):
     """The standard library's file server, with an ETag beside its Last-Modified (made from
-    the file's size and modification time, as nginx makes its own) and If-None-Match."""
+    the file's size and modification time, as nginx makes its own) and If-None-Match, and
+    connections kept alive, as real servers keep them (every answer of the standard server
+    says its length)."""
 
+    protocol_version = "HTTP/1.1"
     _sent = 0
 
     def do_GET(self) -> None:
@@ -189,7 +192,7 @@ class _DirectoryHandler(_Quiet, SimpleHTTPRequestHandler):
         ):
             self.send_response(304)
             self.send_header("ETag", tag)
-            self.end_headers()
+            self.end_headers()  # a 304 has no body: no length needed to keep the connection
             self._exchanged(304, 0)
             return
         self._tag = tag

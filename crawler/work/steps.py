@@ -595,7 +595,7 @@ class StoreWork:
         if page.status != 304 or stored is None or stored.page is None:
             return page.status, page.headers
         assert self.store is not None
-        held = self.store.read_page(stored.page)
+        held = self.store.pages.read_head(stored.page)
         return held.status, refreshed_headers(held.headers, page.headers)
 
     def _mirror(

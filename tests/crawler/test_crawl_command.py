@@ -103,6 +103,8 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path):
         assert first["interrupted"] is True and first["reason"] == "shutdown"
         assert 24 <= first["decided"] < 161
         assert (store / "jobdir").is_dir() and not (store / "crawl.running").exists()
+        # the queue, kept in memory while the crawl ran, was saved as it stopped
+        assert json.loads((store / "jobdir" / "requests.queue" / "active.json").read_text())
         assert verify_store(store).ok
 
         resumed = neardup(*command)

@@ -6,6 +6,7 @@ fixtures crawl each site once and several tests read the result.
 
 from __future__ import annotations
 
+import http.client
 import re
 import socket
 import threading
@@ -175,6 +176,20 @@ def test_server_serves_a_directory(tmp_path: Path):
         assert (status, body) == (200, b"<p>inside</p>")
         assert headers["Content-Type"].startswith("text/html")
         assert _get(base + "/missing.html")[0] == 404
+        # one connection for a page and its 304, kept alive as a real server keeps it
+        host, port = base.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        connection.request("GET", "/sub/index.html")
+        page = connection.getresponse()
+        assert (page.status, page.read()) == (200, b"<p>inside</p>")
+        sock = connection.sock
+        assert sock is not None  # still open
+        validator = {"If-None-Match": page.headers["ETag"]}
+        connection.request("GET", "/sub/index.html", headers=validator)
+        again = connection.getresponse()
+        assert (again.status, again.read()) == (304, b"")
+        assert connection.sock is sock  # not reopened
+        connection.close()
 
 
 def test_a_stalled_request_does_not_hold_up_the_server():

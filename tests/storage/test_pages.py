@@ -77,7 +77,12 @@ def test_files_rotate_at_the_size_limit(tmp_path):
     assert len(files) == len({loc.file for loc in locations}) >= 2
     with Store.open(tmp_path / "s", readonly=True) as store:
         pages = [store.read_page(loc) for loc in locations]
+        heads = [store.pages.read_head(loc) for loc in locations]
     assert [(p.url, p.status, p.headers, p.body) for p in pages] == PAGES
+    # what a revisit of each needs, without its body
+    assert [(p.url, p.status, p.headers, p.body) for p in heads] == [
+        (url, status, headers, b"") for url, status, headers, _ in PAGES
+    ]
     for name in files:  # every file starts with its warcinfo record
         with open(tmp_path / "s" / "pages" / name, "rb") as fh:
             assert next(iter(ArchiveIterator(fh))).rec_type == "warcinfo"

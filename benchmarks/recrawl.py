@@ -8,9 +8,9 @@ sends ``ETag`` and ``Last-Modified`` and answers a matching conditional request 
 real web server does. Two sites:
 
 * ``real`` (the default): real documentation sites as they are published, the HTML trees of
-  the corpus's Debian packages (:data:`benchmarks.corpus.PACKAGES`: Python's Sphinx pages,
-  PostgreSQL's DocBook pages) side by side under one host, with a front page linking each
-  one's index, crawled from the front page and its pages' own links up to ``--pages`` URLs
+  the corpus's Debian packages (:data:`SITE_PACKAGES`: Python's Sphinx pages, PostgreSQL's
+  DocBook pages, SQLite's manual, about 2,460 pages) side by side under one host, with a
+  front page linking each one's index, crawled from the front page and its pages' own links up to ``--pages`` URLs
   (``crawl.max_pages``). Real pages have their own sizes (a few KB to a few hundred) and
   their own links, so what a recrawl saves against what a first crawl costs is a real
   site's, not a template's;
@@ -144,13 +144,17 @@ class SyntheticSite:
         return change_articles(site_dir, fraction, random.Random(seed))
 
 
+#: the real site's manuals: the corpus's Python and PostgreSQL, and SQLite's, for over 2,000 pages
+SITE_PACKAGES = (*PACKAGES, "sqlite3-doc")
+
+
 class RealSite:
     """The corpus packages' documentation trees under one host, crawled up to ``pages`` URLs
     (module doc)."""
 
     def __init__(self, pages: int) -> None:
-        html_corpus(packages=PACKAGES)  # installed if need be
-        self.roots = {package: _html_root(package) for package in PACKAGES}
+        html_corpus(packages=SITE_PACKAGES)  # installed if need be
+        self.roots = {package: _html_root(package) for package in SITE_PACKAGES}
         self.pages = pages
         self.options = ["--set", f"crawl.max_pages={pages}"]
         self._files: list[Path] = []
@@ -185,7 +189,8 @@ class RealSite:
 
 def _html_root(package: str) -> Path:
     """The folder of a documentation package's HTML tree (the one holding its index.html)."""
-    found = sorted((corpus_dir() / package / "usr" / "share" / "doc").glob("*/html/index.html"))
+    docs = corpus_dir() / package / "usr" / "share" / "doc"
+    found = sorted(docs.glob("*/html/index.html")) or sorted(docs.glob("*/index.html"))
     found = [p for p in found if not p.parent.is_symlink() and not p.is_symlink()]
     if not found:
         raise RuntimeError(f"no HTML tree with an index.html in the corpus package {package}")

@@ -10,10 +10,10 @@ real web server does. Two sites:
 * ``real`` (the default): real documentation sites as they are published, the HTML trees of
   the corpus's Debian packages (:data:`SITE_PACKAGES`: Python's Sphinx pages, PostgreSQL's
   DocBook pages, SQLite's manual, about 2,460 pages) side by side under one host, with a
-  front page linking each one's index, crawled from the front page and its pages' own links up to ``--pages`` URLs
-  (``crawl.max_pages``). Real pages have their own sizes (a few KB to a few hundred) and
-  their own links, so what a recrawl saves against what a first crawl costs is a real
-  site's, not a template's;
+  front page linking each one's index, crawled from the front page and its pages' own links
+  up to ``--pages`` URLs (``crawl.max_pages``). Real pages have their own sizes (a few KB to a
+  few hundred) and their own links, so what a recrawl saves against what a first crawl costs
+  is a real site's, not a template's;
 * ``synthetic``: :func:`benchmarks.crawl_site.build_site`'s ``--pages`` pages (real sentences
   from Debian's documentation on one template of about 4 KB, a third of the pages copies of
   others), for a site whose every page is the same size.

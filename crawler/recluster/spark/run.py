@@ -91,6 +91,8 @@ def recluster_spark(
     documents have been read, every :data:`POLL` seconds while they are read."""
     if dedup.representative == "popular":
         raise ValueError("the 'popular' representative is not available on Spark")
+    from pyspark.sql import functions as F
+
     started = time.perf_counter()
     job = SparkJob(params, dedup, partitions or 0, sketch, area, exact_cap=exact_cap)
     if stretch is not None:
@@ -100,19 +102,23 @@ def recluster_spark(
     result = ReclusterResult(ClusterSummary())
     read = None if on_progress is None else context.accumulator(0)
     with run_settings(session) as held:
+        # the count's aggregations come before the count sizes the partitions: one per core
+        session.conf.set(SHUFFLE_PARTITIONS, str(context.defaultParallelism))
         docs = documents(session, work, job, read).persist()
         held.append(docs)
         with _following(read, on_progress), described(context, "reading and sketching"):
-            counted = docs.groupBy("skip").count().collect()
-        for reason, n in counted:
+            # the sketched documents' distinct ids too: fewer than them, and some id repeats
+            counted = docs.groupBy("skip").agg(F.count("*"), F.countDistinct("id")).collect()
+        for reason, n, _ in counted:
             if reason is not None:
                 result.count_skipped(reason, n)
         # a broken file's line is said in input order, as the local engine reads the files
         place = {task.path: task.ordinal for task in reversed(work)}
         result.broken.sort(key=lambda broken: place.get(broken.path, len(work)))
-        total = sum(n for _, n in counted)
-        with described(context, "repeated ids"):
-            docs = _first_of_each_id(docs, result, held)
+        total = sum(n for _, n, _ in counted)
+        if any(reason is None and ids < n for reason, n, ids in counted):
+            with described(context, "repeated ids"):
+                docs = _first_of_each_id(docs, result, held)
         job.partitions = partitions or default_partitions(context.defaultParallelism, total)
         session.conf.set(SHUFFLE_PARTITIONS, str(job.partitions))
         tell(CLUSTERING, total)

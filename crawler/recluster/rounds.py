@@ -34,6 +34,7 @@ which is decided (kept, its only candidate 1 having joined a cluster) just befor
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Iterable, Iterator, Mapping
 
 __all__ = ["JOINED", "KEPT", "decide", "decide_in_order", "preference"]
@@ -95,12 +96,7 @@ def decide_in_order(
     """
     here: dict[int, int] = {}
     for d, prefs, known in documents:
-        status = {}
-        for e, _, _ in prefs:
-            got = known.get(e, here.get(e))
-            if got is not None:
-                status[e] = got
-        decision = decide(prefs, status)
+        decision = decide(prefs, ChainMap(known, here))
         if decision is not None:
             here[d] = KEPT if decision[0] == "kept" else JOINED
         yield d, decision

@@ -13,6 +13,7 @@ Spark moves packed arrays between the steps.
 
 from __future__ import annotations
 
+from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -81,10 +82,7 @@ class Search:
         of = of_kind
 
         def moved(*frames: Any) -> Any:
-            union = frames[0]
-            for frame in frames[1:]:
-                union = union.unionByName(frame)
-            return union.repartition(partitions, "bucket")
+            return reduce(lambda a, b: a.unionByName(b), frames).repartition(partitions, "bucket")
 
         as_local = job.exact_cap and job.need > 0  # else every fingerprint is indexed
         spread = python_step(leaders.select("key", "fps", "k", "least", "den", "sketch"),

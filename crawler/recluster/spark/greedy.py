@@ -52,11 +52,9 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
     many documents at most have preferences (the search's count of documents with a pair to
     estimate), which sizes the first round without a job to count them.
     """
-    from pyspark.sql import functions as F
-
     context = prefs.sparkSession.sparkContext
     # a document with candidates has exactly one first preference: no distinct, no shuffle
-    waiting = prefs.where("pos = 0").select(F.col("d").alias("key"))
+    waiting = prefs.where("pos = 0").selectExpr("d AS key")
     alone = leaders.select("key").join(waiting, "key", "left_anti")
     decided = alone.selectExpr("key", "'kept' AS kind", "CAST(NULL AS LONG) AS rep",
                                "CAST(NULL AS DOUBLE) AS r")
@@ -68,8 +66,7 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
     rounds = 0
     steps: list[Any] = []
     left = most
-    kept_per_task = None
-    while left:
+    while True:  # a round even if none waits: its job counts the kept documents of each task
         # the first round's job estimates the pairs on its way (the preferences are kept); the
         # step's plan, made here, starts the jobs of the joins' broadcasts
         with described(context, f"greedy round {rounds + 1}" if rounds
@@ -97,19 +94,14 @@ def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most:
         left = sum(n for in_round, is_decided, _, n in counts if in_round and not is_decided)
         kept_per_task = {task: n for in_round, _, task, n in counts if not in_round}
         decided = so_far
-        if not progress:
-            if left:
-                raise RuntimeError("greedy rounds made no progress (a bug: candidates are earlier)")
-            break  # no pair estimated at the threshold: nothing waited
-        rounds += 1
+        if left and not progress:
+            raise RuntimeError("greedy rounds made no progress (a bug: candidates are earlier)")
+        rounds += progress > 0  # none: no pair estimated at the threshold, nothing waited
+        if not left:
+            break
         learnt = now.selectExpr("key AS e", f"IF(kind = 'kept', {KEPT}, {JOINED}) AS now")
         status = "coalesce(now, status)"  # what the round before decided, else what was known
         pending = step.where("NOT decided").drop("decided")
-    if kept_per_task is None:  # no round: every leader is kept at once, counted in a job
-        decided = kept(decided, steps)
-        with described(context, "cluster ids"):
-            counts = _kept_by_task(decided).groupBy("task").count().collect()
-        kept_per_task = {task: n for task, n in counts}
     return Rounds(decided, rounds, steps, kept_per_task)
 
 

@@ -1,13 +1,9 @@
-"""Results that later stages read again, kept by the first job that reads them, in the way that
-survives what the master can lose.
-
-The preferences, each greedy round's step and the decisions so far are read by several later
-jobs, and each round's plan reads the round before twice: a plan that carried every round
-before it would double with each round. So each is kept with a plan cut where it was kept. On
-one machine that is a local checkpoint (the executor is the driver's own JVM). On a cluster a
-local checkpoint lives only in the executor that made it and cannot be made again, so one lost
-executor would fail the run: there the frame is persisted and read back as a frame of its own
-rows, whose partitions Spark computes again from their lineage (docs/spark.md).
+"""Results that later stages read again (the preferences, each greedy round's step, the
+decisions so far), kept by the first job that reads them, with a plan cut where they were kept:
+each round's plan reads the round before twice, so a plan that carried every round before it
+would double with each round. On a cluster a local checkpoint lives only in the executor that
+made it and cannot be made again, so one lost executor would fail the run: there the frame is
+persisted instead, and Spark computes a lost partition again from its lineage (docs/spark.md).
 """
 
 from __future__ import annotations

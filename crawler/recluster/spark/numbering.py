@@ -32,8 +32,7 @@ def numbered(decisions: Any, copies: Any, partitions: int, kept: Mapping[int, in
     ``(key, leader, self_r)`` and ``kept``, the kept documents of each input task that has any."""
     tasks = 1 + max(kept, default=0)
     per_task = np.zeros(tasks, dtype=np.int64)
-    for task, count in kept.items():
-        per_task[task] = count
+    per_task[list(kept)] = list(kept.values())
     first_ids = np.concatenate(([0], np.cumsum(per_task)[:-1]))
 
     # every leader, with its representative's key and what it reports

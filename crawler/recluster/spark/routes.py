@@ -31,11 +31,12 @@ def routes(session: Any, buckets: int, partitions: int) -> np.ndarray:
     lands = _LANDS.get(partitions, [])
     size = 4 * buckets + 64
     while not lands or min(map(len, lands)) < wanted:
+        # a query of literals: the driver's optimiser computes it, no job runs
+        (row,) = session.sql(f"SELECT transform(sequence(0, {size - 1}), "
+                             f"v -> pmod(hash(v), {partitions})) AS p FROM VALUES (0)").collect()
         lands = [[] for _ in range(partitions)]
-        for row in session.range(0, size).selectExpr(
-                "CAST(id AS INT) AS v", f"pmod(hash(CAST(id AS INT)), {partitions}) AS p"
-        ).collect():
-            lands[row.p].append(row.v)
+        for v, p in enumerate(row.p):
+            lands[p].append(v)
         _LANDS[partitions] = lands
         size *= 2
     return np.array([lands[b % partitions][b // partitions] for b in range(buckets)],

@@ -52,9 +52,6 @@ log = logging.getLogger(__name__)
 #: documents per partition of the clustering stages, unless --partitions says otherwise: a
 #: partition's sketches and fingerprint rows then fit a default executor's memory
 DOCUMENTS_PER_PARTITION = 20_000
-#: bytes of clusters.jsonl per row handed from the executors to the driver: as small as a
-#: packed array, for the same reason (:data:`~.postings.BLOB_BYTES`)
-CHUNK = BLOB_BYTES
 #: the joins and aggregations Spark plans itself cut into the run's partitions
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 #: the session's other settings a run sets for its own queries, each for its reason
@@ -91,6 +88,8 @@ def recluster_spark(
     documents have been read, every :data:`POLL` seconds while they are read."""
     if dedup.representative == "popular":
         raise ValueError("the 'popular' representative is not available on Spark")
+    from pyspark.sql import functions as F
+
     started = time.perf_counter()
     job = SparkJob(params, dedup, partitions or 0, sketch, area, exact_cap=exact_cap)
     if stretch is not None:
@@ -100,19 +99,23 @@ def recluster_spark(
     result = ReclusterResult(ClusterSummary())
     read = None if on_progress is None else context.accumulator(0)
     with run_settings(session) as held:
+        # the count's aggregations come before the count sizes the partitions: one per core
+        session.conf.set(SHUFFLE_PARTITIONS, str(context.defaultParallelism))
         docs = documents(session, work, job, read).persist()
         held.append(docs)
         with _following(read, on_progress), described(context, "reading and sketching"):
-            counted = docs.groupBy("skip").count().collect()
-        for reason, n in counted:
+            # the sketched documents' distinct ids too: fewer than them, and some id repeats
+            counted = docs.groupBy("skip").agg(F.count("*"), F.countDistinct("id")).collect()
+        for reason, n, _ in counted:
             if reason is not None:
                 result.count_skipped(reason, n)
         # a broken file's line is said in input order, as the local engine reads the files
         place = {task.path: task.ordinal for task in reversed(work)}
         result.broken.sort(key=lambda broken: place.get(broken.path, len(work)))
-        total = sum(n for _, n in counted)
-        with described(context, "repeated ids"):
-            docs = _first_of_each_id(docs, result, held)
+        total = sum(n for _, n, _ in counted)
+        if any(reason is None and ids < n for reason, n, ids in counted):
+            with described(context, "repeated ids"):
+                docs = _first_of_each_id(docs, result, held)
         job.partitions = partitions or default_partitions(context.defaultParallelism, total)
         session.conf.set(SHUFFLE_PARTITIONS, str(job.partitions))
         tell(CLUSTERING, total)
@@ -259,13 +262,7 @@ def cluster(docs: Any, job: SparkJob, held: list[Any]) -> Clustered:
     sketched document, in ``job.partitions``: the exact copies and their leaders, the
     candidate search, the greedy rounds (again while ``--exact-cap``'s search is not settled),
     the cluster ids. What they cache is added to ``held``, to unpersist once the rows are
-    read (:func:`run_settings`). How long each phase took is logged at DEBUG."""
-    last = [time.perf_counter()]
-
-    def phase(name: str) -> None:
-        log.debug("%s: %.2f s", name, time.perf_counter() - last[0])
-        last[0] = time.perf_counter()
-
+    read (:func:`run_settings`)."""
     context = docs.sparkSession.sparkContext
     # one input task per partition suits reading; the stages after want fewer, larger ones
     docs = docs.coalesce(job.partitions)
@@ -278,7 +275,6 @@ def cluster(docs: Any, job: SparkJob, held: list[Any]) -> Clustered:
         with described(context, f"candidate pairs (pass {search.passes})"
                        if search.passes > 1 else "candidate pairs"):
             stats = search.stats()
-        phase("candidates")
         if search.passes > 1:
             log.debug("pass %d: the candidates of %d of %d documents changed", search.passes,
                       search.changed, search.waiting)
@@ -290,7 +286,7 @@ def cluster(docs: Any, job: SparkJob, held: list[Any]) -> Clustered:
         rounds = greedy_rounds(leaders, prefs, job.partitions, job.stretch, search.waiting)
         decisions = rounds.decisions
         held += rounds.steps
-        phase("estimates and greedy rounds")
+        log.debug("estimates and greedy rounds: %d rounds", rounds.count)
         # a first search whose cap cut nothing cut nothing differently from the local index's
         if not job.exact_cap or (search.passes == 1 and not stats["capped"]):
             break
@@ -333,18 +329,13 @@ def _summary(rows: Any) -> tuple[ClusterSummary, dict[str, int]]:
     return ClusterSummary(**{k: int(v) for k, v in total.items()}), kinds
 
 
-def _assignment(cluster_id: int, representative: bool, r: float | None, kind: str,
-                identical: bool) -> Assignment:
-    decision = Decision(kind, None if kind == "kept" else cluster_id, resemblance=r)
-    return Assignment(0, cluster_id, decision, representative, identical)
-
-
 #: clusters.jsonl text, a chunk of lines a row
 _TEXT = "text string"
 
 
 def _lines(batches: Iterable[Any]) -> Iterator[Any]:
-    """clusters.jsonl text, in chunks of about :data:`CHUNK` bytes, rows in the order given."""
+    """clusters.jsonl text, rows in the order given, in chunks of about a packed array's bytes
+    (:data:`~.postings.BLOB_BYTES`), for the same reason as a packed array's size."""
     chunk: list[str] = []
     size = 0
     for batch in batches:
@@ -352,10 +343,11 @@ def _lines(batches: Iterable[Any]) -> Iterator[Any]:
         for doc_id, cid, rep, r, kind, same in zip(
             c["id"], c["cluster"], c["representative"], c["r"], c["kind"], c["identical"]
         ):
-            line = clusters_line(doc_id, _assignment(cid, rep, r, kind, same))
+            decision = Decision(kind, None if kind == "kept" else cid, resemblance=r)
+            line = clusters_line(doc_id, Assignment(0, cid, decision, rep, same))
             chunk.append(line)
             size += len(line)
-            if size >= CHUNK:
+            if size >= BLOB_BYTES:
                 yield record_batch(_TEXT, [["".join(chunk)]])
                 chunk, size = [], 0
     if chunk:

@@ -20,7 +20,7 @@ from dedup.estimators import estimate
 from dedup.sketches import sketch_from_bytes
 
 __all__ = [
-    "MOVED", "PACKED", "PREFERENCES", "Kind", "as_rows", "at_home", "count", "estimated", "hits",
+    "MOVED", "PACKED", "PREFERENCES", "Kind", "as_rows", "count", "estimated", "hits",
     "index", "index_counted", "meet", "moved_batch", "packed_keys", "prefer", "received",
     "running", "serve", "spread", "verdicts",
 ]
@@ -56,17 +56,25 @@ class Kind(IntEnum):
     CHANGED = auto()  #: a later pass: those documents
 
 
-def moved_batch(bucket: list[int], kind: list[int], data: list[bytes]) -> Any:
-    """One Arrow batch of :data:`MOVED` rows."""
-    return record_batch(MOVED, (bucket, kind, data))
+def moved_batch(kind: int, sent: Iterable[tuple[int, list[bytes]]]) -> Any:
+    """One Arrow batch of :data:`MOVED` rows of one ``kind``: each ``(route, blobs)`` of
+    ``sent``, its blobs bound for that route."""
+    bucket, data = [], []
+    for route, blobs in sent:
+        bucket += [route] * len(blobs)
+        data += blobs
+    return record_batch(MOVED, (bucket, [int(kind)] * len(bucket), data))
 
 
-def _cut(by: np.ndarray, buckets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The order that sorts rows by the bucket of ``by``, and where each bucket starts in it;
+def _bucketed(by: np.ndarray, buckets: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """``(route, rows)`` of each bucket of ``by`` that holds any rows, in bucket order;
     ``buckets`` holds each bucket's route (:func:`.routes.routes`)."""
     where = postings.bucket_of(by, buckets.size)
     order = np.argsort(where, kind="stable")
-    return order, np.searchsorted(where[order], np.arange(buckets.size + 1))
+    starts = np.searchsorted(where[order], np.arange(buckets.size + 1))
+    for route, lo, hi in zip(buckets.tolist(), starts[:-1], starts[1:]):
+        if hi > lo:
+            yield route, order[lo:hi]
 
 
 def _routed(
@@ -74,15 +82,8 @@ def _routed(
 ) -> Any:
     """One Arrow batch: the rows of ``columns`` cut by the bucket of ``by``, packed, each blob
     under its bucket's route."""
-    order, starts = _cut(by, buckets)
-    bucket, data = [], []
-    for b, route in enumerate(buckets.tolist()):
-        lo, hi = starts[b], starts[b + 1]
-        if hi > lo:
-            blobs = postings.pack(*(c[order[lo:hi]] for c in columns))
-            bucket += [route] * len(blobs)
-            data += blobs
-    return moved_batch(bucket, [kind] * len(bucket), data)
+    return moved_batch(kind, ((route, postings.pack(*(c[rows] for c in columns)))
+                              for route, rows in _bucketed(by, buckets)))
 
 
 def received(batches: Iterable[Any]) -> tuple[dict[int, list[bytes]], int]:
@@ -135,15 +136,9 @@ def spread(buckets: np.ndarray, own: bool = False) -> Callable[[Iterable[Any]], 
             yield _routed(Kind.OWN, d, (d, f), buckets)
         yield _routed(Kind.DOCUMENT, key, (key, np.concatenate(sizes), np.concatenate(ks),
                                        np.concatenate(leasts), np.concatenate(dens)), buckets)
-        order, starts = _cut(key, buckets)
-        bucket, data = [], []
-        for b, route in enumerate(buckets.tolist()):
-            rows = order[starts[b] : starts[b + 1]]
-            if rows.size:
-                blobs = postings.pack_bytes(key[rows], [sketches[i] for i in rows])
-                bucket += [route] * len(blobs)
-                data += blobs
-        yield moved_batch(bucket, [Kind.SKETCH] * len(bucket), data)
+        yield moved_batch(Kind.SKETCH, (
+            (route, postings.pack_bytes(key[rows], [sketches[i] for i in rows]))
+            for route, rows in _bucketed(key, buckets)))
 
     return run
 
@@ -258,21 +253,16 @@ def verdicts(
             out = None if left_out is None else left_out.value
             moved_on, kd, ke = postings.fresh(kd, ke, bd, be, out)
             estimated = moved_on.size
-            yield moved_batch(*at_home(home, Kind.FRESH, postings.pack(kd, ke)))
-            yield moved_batch(*at_home(home, Kind.CHANGED, postings.pack(moved_on)))
-        yield moved_batch(*at_home(home, Kind.TALLY, [np.append(counters, estimated).tobytes()]))
-        yield moved_batch(*at_home(home, Kind.KEPT, postings.pack(d[keep], e[keep])))
+            yield moved_batch(Kind.FRESH, [(home, postings.pack(kd, ke))])
+            yield moved_batch(Kind.CHANGED, [(home, postings.pack(moved_on))])
+        yield moved_batch(Kind.TALLY, [(home, [np.append(counters, estimated).tobytes()])])
+        yield moved_batch(Kind.KEPT, [(home, postings.pack(d[keep], e[keep]))])
         needed = np.unique(np.concatenate((kd, ke)))
         yield _routed(Kind.WANTED, needed, (needed, np.full(needed.size, home)), buckets)
-        long = got.get(Kind.LONG, [])  # kept with the verdicts, for Search.settled
-        yield moved_batch([home] * len(long), [Kind.LONG] * len(long), long)
+        # kept with the verdicts, for Search.settled
+        yield moved_batch(Kind.LONG, [(home, got.get(Kind.LONG, []))])
 
     return run
-
-
-def at_home(home: int, kind: int, blobs: list[bytes]) -> tuple[list[int], list[int], list[bytes]]:
-    """The columns of :func:`moved_batch` for ``blobs`` of one kind, all bound for ``home``."""
-    return [home] * len(blobs), [kind] * len(blobs), blobs
 
 
 def as_rows(schema: str) -> Callable[[Iterable[Any]], Iterator]:
@@ -293,12 +283,9 @@ PACKED = "data binary"
 
 def packed_keys(batches: Iterable[Any]) -> Iterator[Any]:
     """(key, top) rows packed again (:data:`PACKED`)."""
-    keys, tops = [], []
-    for batch in batches:
-        keys.append(batch.column("key").to_numpy())
-        tops.append(batch.column("top").to_numpy())
-    if keys:
-        yield record_batch(PACKED, [postings.pack(np.concatenate(keys), np.concatenate(tops))])
+    read = [(batch.column("key").to_numpy(), batch.column("top").to_numpy()) for batch in batches]
+    if read:
+        yield record_batch(PACKED, [postings.pack(*map(np.concatenate, zip(*read)))])
 
 
 def serve(batches: Iterable[Any]) -> Iterator[Any]:
@@ -311,12 +298,9 @@ def serve(batches: Iterable[Any]) -> Iterator[Any]:
     order = np.argsort(home, kind="stable")
     key, home = key[order], home[order]
     homes, starts = np.unique(home, return_index=True)
-    bucket, data = [], []
-    for to, lo, hi in zip(homes.tolist(), starts, [*starts[1:], home.size]):
-        blobs = postings.pack_bytes(key[lo:hi], [sketches[k] for k in key[lo:hi].tolist()])
-        bucket += [to] * len(blobs)
-        data += blobs
-    yield moved_batch(bucket, [Kind.SERVED] * len(data), data)
+    yield moved_batch(Kind.SERVED, (
+        (to, postings.pack_bytes(key[lo:hi], [sketches[k] for k in key[lo:hi].tolist()]))
+        for to, lo, hi in zip(homes.tolist(), starts, [*starts[1:], home.size])))
 
 
 def prefer(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 from urllib.parse import urlparse
 
@@ -105,9 +106,7 @@ def documents(session: Any, work: list[Task], job: SparkJob, documents_read: Any
         frames.append(read.selectExpr("CAST(NULL AS LONG) AS slot", "path", "content"))
     if not frames:
         return session.createDataFrame([], DOCUMENTS)
-    inputs = frames[0]
-    for frame in frames[1:]:
-        inputs = inputs.unionByName(frame)
+    inputs = reduce(lambda a, b: a.unionByName(b), frames)
     # Hadoop names a file in its own way (hdfs:///x may come back as hdfs://host:8020/x)
     by_path = {urlparse(t.path).path: t for t in far}
     return python_step(inputs, _sketch_batches(job, local, by_path, documents_read), DOCUMENTS)

@@ -28,15 +28,12 @@ _ARROW_TYPES = {"long": "int64", "int": "int32", "byte": "int8", "string": "stri
 
 def python_step(frame: Any, step: Callable[[Iterable[Any]], Iterator[Any]], schema: str) -> Any:
     """``frame.mapInArrow(step, schema)``, ``step`` run with its worker's objects frozen."""
-    return frame.mapInArrow(_frozen(step), schema)
 
-
-def _frozen(step: Callable[[Iterable[Any]], Iterator[Any]]) -> Callable[[Iterable[Any]], Iterator]:
     def run(batches: Iterable[Any]) -> Iterator[Any]:
         gc.freeze()
         yield from step(batches)
 
-    return run
+    return frame.mapInArrow(run, schema)
 
 
 def column_names(schema: str) -> tuple[str, ...]:

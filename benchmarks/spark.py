@@ -6,6 +6,8 @@
     python -m benchmarks.spark --skip-speed --baseline 5169c56 --scale-repeats 3
                                                     # the scale part, this tree against another
     python -m benchmarks.spark --json               # the figures for a machine to read
+    python -m benchmarks.spark --spark-conf spark.driver.extraJavaOptions=...
+                                                    # every session this tree starts, so set
 
 **Corpus.** ``--pages`` real pages drawn (seeded) from six Debian documentation packages
 (:mod:`benchmarks.corpus`: Python, PostgreSQL, Apache, SQLite, the Java 17 API, Rust; about
@@ -97,6 +99,8 @@ FLOOR_STAGES = 21
 #: local engine's row is a median over runs in one process, so it is warm after its first)
 WARM1, WARM2 = "spark local[1], warm session", "spark local[2], warm session"
 DATASKETCH = "datasketch MinHashLSH, 1 process"
+#: the variable that hands ``--spark-conf`` to this tree's children (a baseline tree's ignore it)
+SPARK_CONF = "NEARDUP_BENCH_SPARK_CONF"
 #: local[1] as a user starts it: its JVM's threads may run on the machine's other CPU
 FREE1, FREE1_WARM = "spark local[1], unpinned", "spark local[1], unpinned, warm session"
 
@@ -124,11 +128,13 @@ def log(message: str) -> None:
 
 
 def _session(master: str, driver_memory: str | None = None) -> Any:
-    """A session started as the command starts its own; ``driver_memory`` reaches the JVM
-    before it starts."""
+    """A session started as the command starts its own, with the benchmark's ``--spark-conf``
+    (:data:`SPARK_CONF`); ``driver_memory`` reaches the JVM before it starts."""
     from crawler.recluster.spark import spark_session
 
-    settings = {} if driver_memory is None else {"spark.driver.memory": driver_memory}
+    settings = json.loads(os.environ.get(SPARK_CONF, "{}"))
+    if driver_memory is not None:
+        settings["spark.driver.memory"] = driver_memory
     session, _ = spark_session(master, settings)
     return session
 
@@ -504,6 +510,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-speed", action="store_true",
                         help="no corpus, no speed or agreement rows: the scale part only")
     parser.add_argument("--skip-sparkml", action="store_true", help="no Spark ML row")
+    parser.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=[],
+                        help="a Spark setting of every session this tree's runs start (Spark "
+                             "ML's too), as the command's --spark-conf; a --baseline tree's "
+                             "sessions keep their own (repeatable)")
     parser.add_argument("--json", action="store_true",
                         help="print the figures as JSON instead of the table")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -513,7 +523,15 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(CHILDREN[kind](**kwargs)), flush=True)
         return
 
-    results: dict[str, Any] = {"threshold": args.threshold}
+    from crawler.cli.common import UserError
+    from crawler.cli.recluster import spark_settings
+
+    try:
+        settings = spark_settings(args.spark_conf)
+    except UserError as exc:
+        parser.error(str(exc))
+    results: dict[str, Any] = {"threshold": args.threshold, "spark_conf": settings}
+    os.environ[SPARK_CONF] = json.dumps(results["spark_conf"])
     with tempfile.TemporaryDirectory(prefix="neardup-bench-spark-") as work:
         work_dir = Path(work)
         if not args.skip_speed:
@@ -740,7 +758,8 @@ def ceiling(files: list[Path], threshold: float, work: Path, repeats: int,
 
 
 def render(results: dict[str, Any]) -> str:
-    out: list[str] = []
+    out = [f"this tree's sessions with --spark-conf {key}={value}"
+           for key, value in results.get("spark_conf", {}).items()]
     if results.get("speed"):
         out += _render_speed(results["speed"], results["threshold"], results.get("startup", []))
     scale = {name: medians(runs) for name, runs in results.get("scale", {}).items() if runs}

@@ -18,7 +18,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -128,23 +127,6 @@ def test_spark_agrees_with_the_local_engine_on_real_pages(spark, tmp_path, capsy
     rows = spark.read.parquet(str(parquet)).orderBy("position").collect()
     lines = [json.loads(line) for line in local.read_text().splitlines()]
     assert [{k: r[k] for k in lines[0]} for r in rows] == lines
-
-
-@pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="no Unix sockets here")
-def test_a_session_started_here_talks_to_its_python_workers_over_unix_sockets(spark):
-    """Over TCP loopback each Python task waits out delayed acknowledgements; the executors of
-    a session the command starts reach their Python workers over Unix sockets instead (Spark
-    tells the workers so in their environment), and the tasks run."""
-
-    def channel(batches):
-        import pyarrow as pa
-
-        told = os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED", "false")
-        for batch in batches:
-            yield pa.RecordBatch.from_pydict({"unix": [told] * batch.num_rows})
-
-    rows = spark.range(0, 4, 1, 2).mapInArrow(channel, "unix string").collect()
-    assert [row.unix for row in rows] == ["true"] * 4
 
 
 

@@ -1,8 +1,8 @@
 """The Spark session the engine runs in: the caller's (``spark-submit``, a notebook), else one
 started here on ``--master``; anything that stops Spark from starting is one line.
 
-A session started here is Spark's own but for what the command shows, loopback ports and Unix
-sockets to the Python workers (the table in docs/spark.md); ``--spark-conf`` wins.
+A session started here is Spark's own but for what the command shows (docs/spark.md): a local
+one listens on loopback only and logs errors only, and no stage bars; ``--spark-conf`` wins.
 The settings the engine's queries need are the run's, in any session (:mod:`.run`).
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -79,9 +78,6 @@ def spark_session(
                                      f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}")
         # the command shows its own progress bar, which Spark's stage bars would overwrite
         builder = builder.config("spark.ui.showConsoleProgress", "false")
-        if hasattr(socket, "AF_UNIX"):  # on TCP loopback, each task's small messages between
-            # an executor and its Python worker wait out delayed acknowledgements
-            builder = builder.config("spark.python.unix.domain.socket.enabled", "true")
         for key, value in (settings or {}).items():  # the caller's, over these
             builder = builder.config(key, value)
     try:

@@ -6,8 +6,8 @@
     python -m benchmarks.spark --skip-speed --baseline 5169c56 --scale-repeats 3
                                                     # the scale part, this tree against another
     python -m benchmarks.spark --json               # the figures for a machine to read
-    python -m benchmarks.spark --spark-conf spark.driver.extraJavaOptions=...
-                                                    # every session this tree starts, so set
+    python -m benchmarks.spark --spark-conf spark.buffer.pageSize=1m
+                                                    # a setting of every session this tree starts
 
 **Corpus.** ``--pages`` real pages drawn (seeded) from six Debian documentation packages
 (:mod:`benchmarks.corpus`: Python, PostgreSQL, Apache, SQLite, the Java 17 API, Rust; about

@@ -531,7 +531,7 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as exc:
         parser.error(str(exc))
     results: dict[str, Any] = {"threshold": args.threshold, "spark_conf": settings}
-    os.environ[SPARK_CONF] = json.dumps(results["spark_conf"])
+    os.environ[SPARK_CONF] = json.dumps(settings)
     with tempfile.TemporaryDirectory(prefix="neardup-bench-spark-") as work:
         work_dir = Path(work)
         if not args.skip_speed:

@@ -21,7 +21,8 @@ def described(context: Any, what: str) -> Iterator[None]:
     """The jobs this thread starts inside the block are described as ``neardup: {what}``
     (after the caller's own description, if any) in the Spark ``context``."""
     theirs = context.getLocalProperty(DESCRIPTION)
-    context.setLocalProperty(DESCRIPTION, " · ".join(filter(None, (theirs, f"neardup: {what}"))))
+    context.setLocalProperty(DESCRIPTION, f"{theirs} · neardup: {what}" if theirs
+                             else f"neardup: {what}")
     try:
         yield
     finally:

@@ -111,14 +111,26 @@ def test_a_parent_that_stops_early_leaves_no_process_behind():
     assert not children()
 
 
-def test_a_worker_that_dies_is_an_error_not_a_hang():
+def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path):
     docs = documents(CHUNK * 40)
+    killed = tmp_path / "killed"
+
+    def held_back():
+        # the rest of the input only once the worker is dead: the run cannot end before it
+        yield from docs[: CHUNK * 4]
+        deadline = time.monotonic() + 30
+        while not killed.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        yield from docs[CHUNK * 4:]
+
     with pytest.raises(RuntimeError, match="a sketching process died"):
-        with sketched(iter(docs), PARAMS, ENGINE, 2) as stream:
+        with sketched(held_back(), PARAMS, ENGINE, 2) as stream:
             next(stream)
             for process in children():
                 if process.name == "neardup-sketcher-1":
                     process.kill()
+                    process.join()
+            killed.touch()
             list(stream)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 # not `from crawler.recluster.spark import ...`: that names the package, whose __init__ imports
 # this module (tests/test_layers.py counts it a cycle)
 import crawler.recluster.spark.search_steps as step
+from crawler.recluster.spark.kept import cached
 from crawler.recluster.spark.postings import unpack
 from crawler.recluster.spark.routes import routes
 from crawler.recluster.spark.search_steps import MOVED, PACKED, PREFERENCES, Kind
@@ -85,18 +86,18 @@ class Search:
             return reduce(lambda a, b: a.unionByName(b), frames).repartition(partitions, "bucket")
 
         as_local = job.exact_cap and job.need > 0  # else every fingerprint is indexed
-        spread = python_step(leaders.select("key", "fps", "k", "least", "den", "sketch"),
-                             step.spread(buckets, own=as_local), MOVED).persist()
-        counted = python_step(moved(of(spread, Kind.HELD)), step.count(buckets), MOVED).persist()
+        spread = cached(python_step(leaders.select("key", "fps", "k", "least", "den", "sketch"),
+                                    step.spread(buckets, own=as_local), MOVED))
+        counted = cached(python_step(moved(of(spread, Kind.HELD)), step.count(buckets), MOVED))
         self._cached = [spread, counted]
         if as_local:
             # the count-min counters as the local clusterer fills them, in input order: a
             # shuffle by counter, then each count back to its document
             hits = python_step(sketched.select("key", "fps"), step.hits(buckets), MOVED)
             running = python_step(moved(hits), step.running(buckets), MOVED)
-            posted = python_step(  # cached: every search reads it
+            posted = cached(python_step(  # every search reads it
                 moved(of(spread, Kind.DOCUMENT), of(spread, Kind.OWN), running),
-                step.index_counted(buckets), MOVED).persist()
+                step.index_counted(buckets), MOVED))
             self._cached.append(posted)
         else:
             posted = python_step(moved(of(spread, Kind.DOCUMENT), of(counted, Kind.COUNTED)),
@@ -113,8 +114,8 @@ class Search:
             if again:  # the pairs kept before, to the partition that kept them
                 judging.append(of(before, Kind.KEPT).selectExpr(
                     "bucket", f"CAST({int(Kind.BEFORE)} AS BYTE) AS kind", "data"))
-            judged = python_step(moved(*judging), step.verdicts(bound, buckets, left_out, again),
-                                 MOVED).persist()
+            judged = cached(python_step(moved(*judging),
+                                        step.verdicts(bound, buckets, left_out, again), MOVED))
             pairs = Kind.FRESH if again else Kind.KEPT
             served = python_step(moved(of(judged, Kind.WANTED), of(spread, Kind.SKETCH)),
                                  step.serve, MOVED)

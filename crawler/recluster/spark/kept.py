@@ -4,13 +4,14 @@ each round's plan reads the round before twice, so a plan that carried every rou
 would double with each round. On a cluster a local checkpoint lives only in the executor that
 made it and cannot be made again, so one lost executor would fail the run: there the frame is
 persisted instead, and Spark computes a lost partition again from its lineage (docs/spark.md).
+Either way on disk (:func:`cached`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["kept", "on_one_machine"]
+__all__ = ["cached", "kept", "on_one_machine"]
 
 
 def kept(frame: Any, held: list[Any]) -> Any:
@@ -19,12 +20,23 @@ def kept(frame: Any, held: list[Any]) -> Any:
     frame. What to unpersist once it is no longer read is added to ``held``."""
     session = frame.sparkSession
     if on_one_machine(session.sparkContext.master):
-        out = frame.localCheckpoint(eager=False)
+        from pyspark import StorageLevel
+
+        out = frame.localCheckpoint(eager=False, storageLevel=StorageLevel.DISK_ONLY)
         held.append(out)
         return out
-    persisted = frame.persist()
+    persisted = cached(frame)
     held.append(persisted)
     return session.createDataFrame(persisted.rdd, persisted.schema, verifySchema=False)
+
+
+def cached(frame: Any) -> Any:
+    """``frame`` persisted on disk (on one machine, in the OS's page cache), not in the JVM's
+    heap: what the engine caches is packed arrays, each read whole a few times, and a heap full
+    of them keeps its collector marking while the tasks' sorts and aggregations wait for room."""
+    from pyspark import StorageLevel
+
+    return frame.persist(StorageLevel.DISK_ONLY)
 
 
 def on_one_machine(master: str) -> bool:

@@ -30,7 +30,7 @@ from crawler.recluster.run import (
 from crawler.recluster.spark.candidates import PREFERENCES, Search, split_copies
 from crawler.recluster.spark.described import described
 from crawler.recluster.spark.greedy import greedy_rounds
-from crawler.recluster.spark.kept import kept
+from crawler.recluster.spark.kept import cached, kept
 from crawler.recluster.spark.numbering import numbered
 from crawler.recluster.spark.postings import BLOB_BYTES
 from crawler.recluster.spark.routes import task_range_route
@@ -101,7 +101,7 @@ def recluster_spark(
     with run_settings(session) as held:
         # the count's aggregations come before the count sizes the partitions: one per core
         session.conf.set(SHUFFLE_PARTITIONS, str(context.defaultParallelism))
-        docs = documents(session, work, job, read).persist()
+        docs = cached(documents(session, work, job, read))
         held.append(docs)
         with _following(read, on_progress), described(context, "reading and sketching"):
             # the sketched documents' distinct ids too: fewer than them, and some id repeats
@@ -120,7 +120,7 @@ def recluster_spark(
         session.conf.set(SHUFFLE_PARTITIONS, str(job.partitions))
         tell(CLUSTERING, total)
         clustered = cluster(docs, job, held)
-        rows = clustered.rows.persist()
+        rows = cached(clustered.rows)
         held.append(rows)
         result.summary, kinds = _summary(rows)
         tell(WRITING, total)
@@ -152,7 +152,7 @@ def _first_of_each_id(docs: Any, result: ReclusterResult, held: list[Any]) -> An
     sketched = docs.where("sketch IS NOT NULL").select("key", "id")
     firsts = (sketched.groupBy("id").agg(F.min("key").alias("first"), F.count("*").alias("n"))
               .where("n > 1"))  # fmt: skip
-    repeated = sketched.join(firsts, "id").where("key != first").select("key", "id").persist()
+    repeated = cached(sketched.join(firsts, "id").where("key != first").select("key", "id"))
     held.append(repeated)
     n = repeated.count()
     if not n:
@@ -161,9 +161,10 @@ def _first_of_each_id(docs: Any, result: ReclusterResult, held: list[Any]) -> An
     result.count_repeated(n, first)
     marked = docs.join(repeated.selectExpr("key", "true AS repeat"), "key", "left")
     again = F.col("repeat").isNotNull()
-    marked = (marked.withColumn("skip", F.when(again, F.lit(REPEATED_ID)).otherwise(F.col("skip")))
-              .withColumn("sketch", F.when(again, F.lit(None)).otherwise(F.col("sketch")))
-              .select(*docs.columns).persist())  # fmt: skip
+    marked = cached(
+        marked.withColumn("skip", F.when(again, F.lit(REPEATED_ID)).otherwise(F.col("skip")))
+        .withColumn("sketch", F.when(again, F.lit(None)).otherwise(F.col("sketch")))
+        .select(*docs.columns))
     held.append(marked)
     return marked
 
@@ -267,7 +268,7 @@ def cluster(docs: Any, job: SparkJob, held: list[Any]) -> Clustered:
     # one input task per partition suits reading; the stages after want fewer, larger ones
     docs = docs.coalesce(job.partitions)
     leaders, copies = split_copies(docs)
-    copies = copies.persist()
+    copies = cached(copies)
     held.append(copies)
     search = Search(leaders, job, docs.where("sketch IS NOT NULL"))
     held.append(search)

@@ -9,12 +9,10 @@ candidate search in six shuffled steps (:mod:`.candidates`, :mod:`.search_steps`
 :mod:`crawler.recluster.rounds`), cluster ids (:mod:`.numbering`), and the run end to end
 (:mod:`.run`); ``--diff`` through the same stages (:mod:`.diff`).
 
-The engines can differ only where the boilerplate cap cuts a fingerprint's postings: the local
-index posts representatives only, this search every leader that may become one, and the two
-rank a document's indexed part by different counts. ``--exact-cap`` closes both gaps, and is
-the default below the default cap (:func:`.sketch.exact_cap_wanted`). The popular
-representative is refused: it changes as its cluster grows, so whether a document joins
-depends on every member before it, not on its candidates alone.
+The engines can differ only where the boilerplate cap cuts a fingerprint's postings;
+``--exact-cap``, the default below the default cap (:func:`.sketch.exact_cap_wanted`), closes
+that gap. The popular representative is refused: whether a document joins it depends on every
+member before it, not on its candidates alone.
 """
 
 from crawler.recluster.spark.run import recluster_spark

@@ -44,8 +44,7 @@ class Rounds(NamedTuple):
 
 
 def greedy_rounds(leaders: Any, prefs: Any, partitions: int, stretch: int, most: int) -> Rounds:
-    """Every leader's decision (:data:`DECISIONS`), the number of rounds it took, and the steps
-    kept on the way.
+    """The rounds that decide every leader (:class:`Rounds`).
 
     ``prefs`` are :data:`~crawler.recluster.spark.candidates.PREFERENCES`; a leader without
     any is kept at once. ``stretch``: pending documents per range of a round. ``most``: how

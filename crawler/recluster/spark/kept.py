@@ -4,7 +4,6 @@ each round's plan reads the round before twice, so a plan that carried every rou
 would double with each round. On a cluster a local checkpoint lives only in the executor that
 made it and cannot be made again, so one lost executor would fail the run: there the frame is
 persisted instead, and Spark computes a lost partition again from its lineage (docs/spark.md).
-Either way on disk (:func:`cached`).
 """
 
 from __future__ import annotations

@@ -301,14 +301,8 @@ def contested(
     (before ``left_out`` is taken out), and whether each is one of the ``cap + 1`` lowest of a
     fingerprint that still has more than ``cap`` once it is (1) or not (0).
 
-    The local index posts representatives only, so its cap keeps a fingerprint's ``cap``
-    lowest *representatives*; the search posts every leader, since which leaders represent a
-    cluster is only known after the greedy rounds. A leader that joined a cluster takes a
-    place under the cap that the local index would give to a later representative, but only
-    in a fingerprint with more than ``cap`` postings (``long``), and it changes what
-    :func:`meet` finds only from among the ``cap + 1`` lowest (``top``, the first past the
-    cap counts too). So the leaders to leave out are the joined ones among ``long``, and the
-    search is settled once no joined leader is among ``top``.
+    The leaders to leave out are the joined ones among ``long``, and the search is settled
+    once none is among ``top`` (:meth:`.candidates.Search.settled` says why).
 
     >>> f = np.array([7, 7, 7, 9], dtype=np.int64)
     >>> e = np.array([3, 1, 2, 1], dtype=np.int64)

@@ -42,10 +42,8 @@ from dedup.index import ClusterInfo
 from dedup.params import ContentArea, DedupParams, SketchParams
 from dedup.summary import ClusterSummary
 
-__all__ = [
-    "DOCUMENTS_PER_PARTITION", "PHASES", "RUN_SETTINGS", "SHUFFLE_PARTITIONS", "cluster",
-    "default_partitions", "in_input_order", "recluster_spark", "run_settings",
-]
+__all__ = ["DOCUMENTS_PER_PARTITION", "PHASES", "RUN_SETTINGS", "SHUFFLE_PARTITIONS", "cluster",
+           "default_partitions", "in_input_order", "recluster_spark", "run_settings"]
 
 log = logging.getLogger(__name__)
 

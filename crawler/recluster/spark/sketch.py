@@ -74,14 +74,11 @@ def exact_cap_wanted(dedup: DedupParams, asked: bool | None) -> bool:
     the faster search decides more documents otherwise than the local engine; the exact one
     (more passes of the search) decides them all alike (docs/spark.md).
 
-    >>> exact_cap_wanted(DedupParams(cap=4), None), exact_cap_wanted(DedupParams(), None)
-    (True, False)
-    >>> exact_cap_wanted(DedupParams(cap=4), False), exact_cap_wanted(DedupParams(), True)
-    (False, True)
+    >>> [exact_cap_wanted(DedupParams(cap=cap), asked) for cap, asked
+    ...  in ((4, None), (DEFAULT_CAP, None), (4, False), (DEFAULT_CAP, True))]
+    [True, False, False, True]
     """
-    if asked is not None:
-        return asked
-    return dedup.cap < DEFAULT_CAP
+    return dedup.cap < DEFAULT_CAP if asked is None else asked
 
 
 def documents(session: Any, work: list[Task], job: SparkJob, documents_read: Any = None) -> Any:

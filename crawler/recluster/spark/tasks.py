@@ -5,7 +5,8 @@ One task per WARC or JSON Lines file (a file is a unit of work, its records in o
 chunks of ``TASK_DOCUMENTS`` HTML files or store pages, or for ``--diff`` document ids
 (:func:`diff_tasks`); the pages of several node stores are chunked in the crawl's order
 (:func:`storage.nodes.in_crawl_order`), each item naming its store. A document's key is its
-task's ordinal in the high bits and its place in the task in the low (:func:`document_key`): the input's order, whatever partition reads it.
+task's ordinal in the high bits and its place in the task in the low (:func:`document_key`):
+the input's order, whatever partition reads it.
 A plain path is the driver's, relative to its working directory or not; a task carries that
 directory (:meth:`Task.located`), while ids keep the path as given, as the local engine's do.
 """

@@ -5,6 +5,8 @@
     python -m benchmarks.spark --skip-speed         # the scale part only
     python -m benchmarks.spark --skip-speed --baseline 5169c56 --scale-repeats 3
                                                     # the scale part, this tree against another
+    python -m benchmarks.spark --pages 4000 --sizes "" --baseline 5169c56
+                                                    # Spark ML against both trees' engines
     python -m benchmarks.spark --json               # the figures for a machine to read
     python -m benchmarks.spark --spark-conf spark.buffer.pageSize=1m
                                                     # a setting of every session this tree starts
@@ -35,7 +37,8 @@ process; the JVM and the Python workers inherit it), so that "per core" means pe
   printed and it runs once more with an 8 GB driver, so that there is a ratio. It finds similar
   pairs only (no clusters), so the ratio flatters it. Template pages fill its buckets and it
   does not finish the whole corpus in half an hour, so it runs on the corpus's first
-  ``--sparkml-documents``, and so does the Spark engine in ``local[2]``, for the ratio. A run
+  ``--sparkml-documents``, and so does the Spark engine in ``local[2]``, for the ratio (with
+  ``--baseline``, that commit's engine too: a first run in a fresh session each). A run
   longer than ``--sparkml-timeout`` is stopped and reported as a bound.
 
 Each Spark run is a child process with a session of its own, started as the command starts
@@ -493,8 +496,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="fresh sessions per size of the scale part; medians are printed "
                              "(default: %(default)s)")
     parser.add_argument("--baseline", metavar="COMMIT",
-                        help="also run the scale part from a copy of COMMIT's tree, interleaved "
-                             "with this one's, and print the ratio of their time per document")
+                        help="also run the scale part and the Spark ML corpus row from a copy "
+                             "of COMMIT's tree, interleaved with this one's; print the ratio of "
+                             "their time per document, and each one's against Spark ML")
     parser.add_argument("--planted", type=float, metavar="FRACTION", default=0.3,
                         help="fraction of near copies among the synthetic sketches "
                              "(default: %(default)s)")
@@ -534,17 +538,20 @@ def main(argv: list[str] | None = None) -> None:
     os.environ[SPARK_CONF] = json.dumps(settings)
     with tempfile.TemporaryDirectory(prefix="neardup-bench-spark-") as work:
         work_dir = Path(work)
+        sizes = [int(x) for x in args.sizes.split(",") if x]
+        baseline = None
+        if args.baseline and (sizes or not args.skip_speed):
+            baseline = Baseline(args.baseline, work_dir / "baseline")
+            baseline.prepare()
+            results["baseline"] = baseline.name
         if not args.skip_speed:
-            results["speed"] = speed(args, work_dir)
+            results["speed"] = speed(args, work_dir, baseline)
             log("start-up: a fresh session's creation and first Python task")
             results["startup"] = [_child("startup", cpus=cpus, master=f"local[{cpus}]")
                                   for cpus in (1, 2)]
-        sizes = [int(x) for x in args.sizes.split(",") if x]
         trees = {"this tree": _REPO}
-        if args.baseline and sizes:
-            baseline = Baseline(args.baseline, work_dir / "baseline")
-            trees[baseline.name] = baseline.prepare()
-            results["baseline"] = baseline.name
+        if baseline is not None:
+            trees[baseline.name] = baseline.directory
         results["scale"] = {name: [] for name in trees}
         for n in sizes:
             for repeat in range(args.scale_repeats):
@@ -609,7 +616,10 @@ def corpus(args: argparse.Namespace, work: Path) -> list[Path]:
     return files
 
 
-def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+def speed(args: argparse.Namespace, work: Path,
+          baseline: Baseline | None = None) -> dict[str, Any]:
+    """The speed rows; with ``baseline``, its Spark ML corpus row too, interleaved with
+    this tree's."""
     from benchmarks.recluster import run_datasketch, run_ours
 
     files = corpus(args, work)
@@ -644,10 +654,14 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         few = str(work / "few.json")
         Path(few).write_text(json.dumps([str(f) for f in files[: args.sparkml_documents]]))
         ml = {"master": "local[2]", "files": few, "threshold": args.threshold}
+        trees = {FEW: _REPO}
+        if baseline is not None:
+            trees[f"{FEW}, {baseline.name}"] = baseline.directory
         for round_ in range(args.repeats):
-            log(f"speed: spark local[2] on the Spark ML corpus, {round_ + 1} of {args.repeats}")
-            runs.setdefault(FEW, []).append(_child("engine", cpus=2, out=str(work / "few.jsonl"),
-                                                   **ml))
+            for name, tree in trees.items():
+                log(f"speed: {name}, {round_ + 1} of {args.repeats}")
+                runs.setdefault(name, []).append(_child(
+                    "engine", cpus=2, tree=tree, out=str(work / "few.jsonl"), **ml))
         log("speed: Spark ML MinHashLSH, default driver memory")  # once: it is the slow one
         runs[ML] = [_child("sparkml", timeout=args.sparkml_timeout, cpus=2, **ml)]
         if runs[ML][0].get("error") and not runs[ML][0].get("timeout"):
@@ -657,7 +671,7 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                                    driver_memory=BIG_DRIVER, **ml)]
     # an unpinned local[1] counts as one core, as a user would count it (it is not: see FREE1)
     cores = {LOCAL: 1, DATASKETCH: 1, "spark local[1]": 1, "spark local[2]": 2, WARM1: 1,
-             WARM2: 2, FREE1: 1, FREE1_WARM: 1, FEW: 2, ML: 2, ML_BIG: 2}
+             WARM2: 2, FREE1: 1, FREE1_WARM: 1, ML: 2, ML_BIG: 2}
     rows = {}
     for name, done in runs.items():
         ok = [r for r in done if not r.get("error")]
@@ -668,7 +682,7 @@ def speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         count = ok[0]["documents"]
         rows[name] = {"seconds": seconds, "runs": [r["seconds"] for r in ok],
                       "documents": count, "docs_per_s": count / seconds,
-                      "docs_per_s_per_core": count / seconds / cores[name],
+                      "docs_per_s_per_core": count / seconds / cores.get(name, 2),
                       **({"docs_per_cpu_s": count / statistics.median(
                           r["cpu_seconds"] for r in ok)} if "cpu_seconds" in ok[0] else {}),
                       **{k: ok[0][k] for k in ("shuffle_bytes", "rounds", "pairs", "capped", "conf")
@@ -868,17 +882,19 @@ def _render_speed(speed: dict[str, Any], threshold: float,
                    f"{top['cpu_alone']:.1f} alone, {top['cpu_together']:.1f} two at once)")
     elif top.get("error"):
         out.append(f"    this machine's ceiling: failed: {top['error']}")
-    few = rows.get(FEW, {})
-    for name in (ML, ML_BIG):
-        ml = rows.get(name)
-        if ml is None or "error" in few:
-            continue
-        if "error" not in ml:
-            out.append(f"{FEW} vs {name}: {few['docs_per_s'] / ml['docs_per_s']:.1f}× "
-                       f"(goal ≥ 10× with the default driver; {ml.get('pairs')} similar pairs)")
-        elif ml.get("timeout"):
-            out.append(f"{FEW} vs {name}: more than "
-                       f"{ml['timeout'] / few['seconds']:.1f}× (it did not finish)")
+    for engine in (name for name in rows if name.startswith(FEW)):
+        few = rows[engine]
+        for name in (ML, ML_BIG):
+            ml = rows.get(name)
+            if ml is None or "error" in few:
+                continue
+            if "error" not in ml:
+                out.append(f"{engine} vs {name}: {few['docs_per_s'] / ml['docs_per_s']:.1f}× "
+                           f"(goal ≥ 10× with the default driver; {ml.get('pairs')} similar "
+                           "pairs)")
+            elif ml.get("timeout"):
+                out.append(f"{engine} vs {name}: more than "
+                           f"{ml['timeout'] / few['seconds']:.1f}× (it did not finish)")
     for r in startup:
         if "error" in r:
             out.append(f"start-up, {r.get('master', '?')}: failed: {r['error']}")

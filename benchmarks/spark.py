@@ -671,7 +671,7 @@ def speed(args: argparse.Namespace, work: Path,
                                    driver_memory=BIG_DRIVER, **ml)]
     # an unpinned local[1] counts as one core, as a user would count it (it is not: see FREE1)
     cores = {LOCAL: 1, DATASKETCH: 1, "spark local[1]": 1, "spark local[2]": 2, WARM1: 1,
-             WARM2: 2, FREE1: 1, FREE1_WARM: 1, ML: 2, ML_BIG: 2}
+             WARM2: 2, FREE1: 1, FREE1_WARM: 1, FEW: 2, ML: 2, ML_BIG: 2}
     rows = {}
     for name, done in runs.items():
         ok = [r for r in done if not r.get("error")]
@@ -682,7 +682,7 @@ def speed(args: argparse.Namespace, work: Path,
         count = ok[0]["documents"]
         rows[name] = {"seconds": seconds, "runs": [r["seconds"] for r in ok],
                       "documents": count, "docs_per_s": count / seconds,
-                      "docs_per_s_per_core": count / seconds / cores.get(name, 2),
+                      "docs_per_s_per_core": count / seconds / cores[FEW if name.startswith(FEW) else name],
                       **({"docs_per_cpu_s": count / statistics.median(
                           r["cpu_seconds"] for r in ok)} if "cpu_seconds" in ok[0] else {}),
                       **{k: ok[0][k] for k in ("shuffle_bytes", "rounds", "pairs", "capped", "conf")

@@ -680,9 +680,10 @@ def speed(args: argparse.Namespace, work: Path,
             continue
         seconds = statistics.median(r["seconds"] for r in ok)
         count = ok[0]["documents"]
+        used = cores[FEW if name.startswith(FEW) else name]  # a baseline's row too
         rows[name] = {"seconds": seconds, "runs": [r["seconds"] for r in ok],
                       "documents": count, "docs_per_s": count / seconds,
-                      "docs_per_s_per_core": count / seconds / cores[FEW if name.startswith(FEW) else name],
+                      "docs_per_s_per_core": count / seconds / used,
                       **({"docs_per_cpu_s": count / statistics.median(
                           r["cpu_seconds"] for r in ok)} if "cpu_seconds" in ok[0] else {}),
                       **{k: ok[0][k] for k in ("shuffle_bytes", "rounds", "pairs", "capped", "conf")

@@ -883,11 +883,11 @@ def _render_speed(speed: dict[str, Any], threshold: float,
                    f"{top['cpu_alone']:.1f} alone, {top['cpu_together']:.1f} two at once)")
     elif top.get("error"):
         out.append(f"    this machine's ceiling: failed: {top['error']}")
-    for engine in (name for name in rows if name.startswith(FEW)):
+    for engine in (name for name in rows if name.startswith(FEW) and "error" not in rows[name]):
         few = rows[engine]
         for name in (ML, ML_BIG):
             ml = rows.get(name)
-            if ml is None or "error" in few:
+            if ml is None:
                 continue
             if "error" not in ml:
                 out.append(f"{engine} vs {name}: {few['docs_per_s'] / ml['docs_per_s']:.1f}× "

@@ -245,10 +245,17 @@ class FrontierScheduler(BaseScheduler):
     def ack(self, request: Request) -> None:
         """The crawl is done with ``request``: its page is decided and committed (or it has no
         page). Its entry leaves the in-flight list, at once, or when its callback output is
-        consumed if that is still going on (the page's links are queued first)."""
+        consumed if that is still going on (the page's links are queued first). Only the
+        first acknowledgement counts: a response refused by a spider middleware (an HTTP
+        error status) is acknowledged by its errback, then its empty output finishes."""
         entry = request.meta.get(defaults.ENTRY_META)
-        if entry is not None:
-            self._ack_entry(request.url, entry)
+        if entry is None:
+            return
+        if entry in self._open_outputs:
+            self._open_outputs[entry] = True
+            return
+        del request.meta[defaults.ENTRY_META]  # so a second acknowledgement finds nothing
+        self._remove(request.url, entry)
 
     def ack_url(self, url: str) -> None:
         """:meth:`ack` for the request of ``url`` that this node popped (the URL of a page
@@ -277,22 +284,30 @@ class FrontierScheduler(BaseScheduler):
             return
         wanted = self._open_outputs.pop(entry, False)
         if wanted or not items:
+            del request.meta[defaults.ENTRY_META]
             self._remove(request.url, entry)
 
     def _remove(self, url: str, entry: bytes) -> None:
         assert self.queues is not None
-        self._forget(url, entry)
-        if self.queues.ack(entry):
-            self._inc("neardup/frontier/acked")
+        if not self._forget(url, entry):
+            return  # acknowledged already (by URL, then once more as a request)
+        self._inc("neardup/frontier/acked")
+        if not self.queues.ack(entry):
+            # the LREM ran, but its reply was lost in a reconnect and the client sent it
+            # again (a Redis restart): the entry is out of the list all the same
+            self._inc("neardup/frontier/acked/reply_lost")
         if not self._in_flight:  # this node holds nothing now: the crawl may be finished
             self._look_in(0.0)
 
-    def _forget(self, url: str, entry: bytes) -> None:
+    def _forget(self, url: str, entry: bytes) -> bool:
+        """Take ``entry`` off this node's in-flight requests; False if it was not there."""
         entries = self._in_flight.get(url, [])
-        if entry in entries:
+        found = entry in entries
+        if found:
             entries.remove(entry)
         if not entries:
             self._in_flight.pop(url, None)
+        return found
 
     # --- termination --------------------------------------------------------------------------
 

@@ -249,13 +249,8 @@ class FrontierScheduler(BaseScheduler):
         first acknowledgement counts: a response refused by a spider middleware (an HTTP
         error status) is acknowledged by its errback, then its empty output finishes."""
         entry = request.meta.get(defaults.ENTRY_META)
-        if entry is None:
-            return
-        if entry in self._open_outputs:
-            self._open_outputs[entry] = True
-            return
-        del request.meta[defaults.ENTRY_META]  # so a second acknowledgement finds nothing
-        self._remove(request.url, entry)
+        if entry is not None and self._ack_entry(request.url, entry):
+            del request.meta[defaults.ENTRY_META]  # so a second acknowledgement finds nothing
 
     def ack_url(self, url: str) -> None:
         """:meth:`ack` for the request of ``url`` that this node popped (the URL of a page
@@ -264,11 +259,13 @@ class FrontierScheduler(BaseScheduler):
         if entries:
             self._ack_entry(url, entries[0])
 
-    def _ack_entry(self, url: str, entry: bytes) -> None:
+    def _ack_entry(self, url: str, entry: bytes) -> bool:
+        """Remove ``entry`` now (True), or once its callback output is consumed (False)."""
         if entry in self._open_outputs:
             self._open_outputs[entry] = True
-            return
+            return False
         self._remove(url, entry)
+        return True
 
     def output_started(self, request: Request) -> None:
         """The spider middleware: ``request``'s callback output is being consumed."""

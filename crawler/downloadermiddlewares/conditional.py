@@ -9,7 +9,9 @@ the request (``request.meta["neardup_known_digest"]``), so that the spider need 
 canonicalise a body the store already has (a server without validators sends it again).
 
 No validators are sent for a page the store is waiting to fetch in full (kept by a
-re-decision, its body never stored), nor for a request that asks for the whole page
+re-decision, its body never stored), nor for a page the open run decided: that run is being
+resumed after a kill, which lost its queue, and only the page's body holds the links the run may
+not have followed yet (a 304 has none); nor for a request that asks for the whole page
 (``request.meta["neardup_full_fetch"]``). The store is read in the crawl's own process,
 read-only, beside the worker that writes it; what it reads is the last committed state.
 
@@ -53,6 +55,8 @@ class ConditionalGetMiddleware:
         self.store_path = store
         self._store: Store | None = None
         self._absent = False
+        #: the store's last run if it has not finished (this crawl resumes it), else None
+        self._open_run: int | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -75,7 +79,7 @@ class ConditionalGetMiddleware:
             state = store.history.get(url_key(request.url))
         except StoreError:
             return
-        if state is None or state.awaiting_body:
+        if state is None or state.awaiting_body or state.run == self._open_run:
             return
         for name, value in state.validators().items():
             if name not in request.headers:
@@ -89,10 +93,14 @@ class ConditionalGetMiddleware:
             if not Store.exists(self.store_path):
                 return None  # not made yet: nothing to ask about
             try:
-                self._store = Store.open(self.store_path, readonly=True)
+                store = Store.open(self.store_path, readonly=True)
             except (StoreError, OSError) as exc:
                 logger.warning("neardup: no conditional requests: %s", exc)
                 self._absent = True
+                return None
+            run = store.history.run()
+            self._open_run = None if run is None or run.finished else run.number
+            self._store = store
         return self._store
 
     def close(self, **_: Any) -> None:

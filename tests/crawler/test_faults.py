@@ -67,8 +67,10 @@ def fault_site(delay: float = 0.0, seed: int = 11) -> dict[str, Route | str]:
 
     def page(path: str, body: str) -> None:
         # send_length=False: one connection per request. On a kept-alive connection the
-        # server's separate header and body writes meet Nagle and delayed ACKs (~40 ms a page)
-        routes[path] = Route(headers=HTML, body=body, delay=delay, send_length=False)
+        # server's separate header and body writes meet Nagle and delayed ACKs (~40 ms a page).
+        # An ETag, as real servers send: a restarted crawl asking with it gets a 304, no links
+        routes[path] = Route(headers=HTML, body=body, delay=delay, send_length=False,
+                             etag="auto")
 
     sections = [f"/s/{k}.html" for k in range(SECTIONS)]
     page("/", _html("index", "index of the fault site " + " ".join(_words(rng, vocabulary, 40)),
@@ -162,7 +164,6 @@ def test_sigkill_at_random_moments_loses_nothing(site, uninterrupted, tmp_path):
     rng = random.Random(seed)
     where = f"(NEARDUP_FAULT_SEED={seed})"
     store = tmp_path / "killed"
-    marker = store / "crawl.running"
     snapshots: list[dict[str, int]] = []
     killed_mid_crawl = 0
     last_killed = False
@@ -173,19 +174,7 @@ def test_sigkill_at_random_moments_loses_nothing(site, uninterrupted, tmp_path):
         # A restarted crawl first refetches what is already decided, so a kill at a random
         # *time* would rarely reach new work. Instead: wait until this run has logged a random
         # number of new decisions (lines appear as batches commit), then a random moment more.
-        target = rng.randint(0, 20)
-        log = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            if log is None:
-                try:
-                    running = json.loads(marker.read_text())
-                    if running["pid"] == proc.pid:
-                        log = store / "logs" / f"{running['run_id']}.jsonl"
-                except (OSError, ValueError, KeyError):
-                    pass
-            elif log.exists() and log.read_bytes().count(b"\n") >= target:
-                break
-            time.sleep(0.005)
+        _wait_for_decisions(proc, store, rng.randint(0, 20), deadline)
         time.sleep(rng.uniform(0.0, 0.25))
         last_killed = proc.poll() is None
         killed_mid_crawl += last_killed
@@ -221,6 +210,44 @@ def test_sigkill_at_random_moments_loses_nothing(site, uninterrupted, tmp_path):
     logged = Counter(e["url"] for e in lines)
     assert max(logged.values()) == 1, where
     assert {e["url"] for e in lines if e["decision"] == "kept"} <= final.keys(), where
+
+
+def _wait_for_decisions(proc: subprocess.Popen[bytes], store: Path, decisions: int,
+                        deadline: float) -> None:
+    """Return once the crawl ``proc`` has logged ``decisions`` lines of its own (lines appear
+    as batches commit), or has ended, or ``deadline`` (a monotonic time) has passed."""
+    marker = store / "crawl.running"
+    log = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        if log is None:
+            try:
+                running = json.loads(marker.read_text())
+                if running["pid"] == proc.pid:
+                    log = store / "logs" / f"{running['run_id']}.jsonl"
+            except (OSError, ValueError, KeyError):
+                pass
+        elif log.exists() and log.read_bytes().count(b"\n") >= decisions:
+            return
+        time.sleep(0.005)
+
+
+def test_a_crawl_killed_early_resumes_to_every_page_though_the_server_answers_304s(
+        site, uninterrupted, tmp_path):
+    """The server sends validators, so the restarted crawl could ask for the pages the killed
+    one decided with them and get 304s, which carry no links: the links the kill left
+    unfollowed (its queue is lost) would never be found. Those pages are fetched in full."""
+    store = tmp_path / "killed-early"
+    proc = subprocess.Popen(crawl_command(site, store), cwd=ROOT, env=child_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    _wait_for_decisions(proc, store, 16, time.monotonic() + 30)
+    assert proc.poll() is None, "the crawl ended before the kill"
+    proc.kill()
+    proc.wait(timeout=10)
+    summary = run_to_the_end(site, store)
+    assert summary["already_decided"] >= 16
+    assert summary["decided"] + summary["already_decided"] == 161
+    assert kept_pages(store).keys() == uninterrupted["kept"].keys()
+    assert verify_store(store).ok
 
 
 # --- a store that cannot be written --------------------------------------------------------------

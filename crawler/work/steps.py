@@ -519,10 +519,17 @@ class StoreWork:
             key = url_key(old.url)
             state = store.history.get(key)
             awaiting = kind == "kept"
+            # decided in this run: its own request, later in the run, passes it over (an
+            # unchanged 304 would put its previous decision back in the log and the WARC
+            # files), with the duplicate run that request would have given it
+            copied = assignment.cluster_id if kind != "kept" else None
+            own_run = run_after(state.duplicate_run if state is not None else None, copied)
             if state is None:
-                state = UrlState(0, again.new_doc, 200, old.time, awaiting_body=awaiting)
+                state = UrlState(self.run, again.new_doc, 200, old.time, awaiting_body=awaiting,
+                                 duplicate_run=own_run)  # fmt: skip
             else:
-                state = replace(state, doc_id=again.new_doc, awaiting_body=awaiting)
+                state = replace(state, run=self.run, doc_id=again.new_doc,
+                                awaiting_body=awaiting, duplicate_run=own_run)  # fmt: skip
             store.history.put(key, state)
             self.queue(self._redecision_entry(old, again, cause, what))
             self._batch_items += 1

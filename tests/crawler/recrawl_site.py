@@ -65,7 +65,7 @@ class SitePage:
     linked: tuple[bool, bool] = (True, True)
 
 
-def _html(title: str, paragraphs: tuple[str, ...], extra: str = "") -> str:
+def html_page(title: str, paragraphs: tuple[str, ...], extra: str = "") -> str:
     body = "\n".join(f"<p>{html.escape(p, quote=False)}</p>" for p in paragraphs)
     return (
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
@@ -89,25 +89,25 @@ def _route(text: str, *, etag: bool = True, modified: str | None = OLD_DATE) -> 
 def recrawl_site() -> list[SitePage]:
     """The pages of the site, both versions, each with its truth."""
     a: list[Article] = list(read_articles().values())
-    same = _html(a[0].title, a[0].paragraphs)
-    lm_only = _html(a[1].title, a[1].paragraphs)
-    no_validators = _html(a[2].title, a[2].paragraphs)
-    edited_v1 = _html(a[3].title, a[3].paragraphs)
-    edited_v2 = _html(a[3].title, _edited(a[3].paragraphs, 3))
-    replaced_v1 = _html(a[4].title, a[4].paragraphs)
-    replaced_v2 = _html(a[5].title, a[5].paragraphs)
-    original = _html(a[6].title, a[6].paragraphs)
-    near_of_same = _html(a[0].title, a[0].paragraphs, "<p>Copyright the club, 2026.</p>")
-    moving_v1 = _html(a[7].title, a[7].paragraphs)
-    moving_v2 = _html(a[8].title, a[8].paragraphs)
-    follower = _html(a[7].title, a[7].paragraphs, "<p>Shared from the club's pages.</p>")
-    becomes_v1 = _html(a[9].title, a[9].paragraphs)
-    becomes_copy = _html(a[10].title, a[10].paragraphs)
-    near_of_becomes = _html(a[9].title, a[9].paragraphs, "<p>Printed for members.</p>")
-    doomed = _html(a[11].title, a[11].paragraphs)
-    forgotten = _html(a[12].title, a[12].paragraphs)
-    unique_new = _html(a[13].title, a[13].paragraphs)
-    near_new = _html(a[1].title, a[1].paragraphs, "<p>Reprinted with permission.</p>")
+    same = html_page(a[0].title, a[0].paragraphs)
+    lm_only = html_page(a[1].title, a[1].paragraphs)
+    no_validators = html_page(a[2].title, a[2].paragraphs)
+    edited_v1 = html_page(a[3].title, a[3].paragraphs)
+    edited_v2 = html_page(a[3].title, _edited(a[3].paragraphs, 3))
+    replaced_v1 = html_page(a[4].title, a[4].paragraphs)
+    replaced_v2 = html_page(a[5].title, a[5].paragraphs)
+    original = html_page(a[6].title, a[6].paragraphs)
+    near_of_same = html_page(a[0].title, a[0].paragraphs, "<p>Copyright the club, 2026.</p>")
+    moving_v1 = html_page(a[7].title, a[7].paragraphs)
+    moving_v2 = html_page(a[8].title, a[8].paragraphs)
+    follower = html_page(a[7].title, a[7].paragraphs, "<p>Shared from the club's pages.</p>")
+    becomes_v1 = html_page(a[9].title, a[9].paragraphs)
+    becomes_copy = html_page(a[10].title, a[10].paragraphs)
+    near_of_becomes = html_page(a[9].title, a[9].paragraphs, "<p>Printed for members.</p>")
+    doomed = html_page(a[11].title, a[11].paragraphs)
+    forgotten = html_page(a[12].title, a[12].paragraphs)
+    unique_new = html_page(a[13].title, a[13].paragraphs)
+    near_new = html_page(a[1].title, a[1].paragraphs, "<p>Reprinted with permission.</p>")
 
     revisit_304 = "server-not-modified"
     revisit_same = "identical-payload-digest"
@@ -165,6 +165,6 @@ def routes(pages: list[SitePage], version: int) -> dict[str, Route]:
             table[page.path] = route
         if page.linked[version - 1]:
             links.append(f'<li><a href="{page.path}">{page.path}</a></li>')
-    index = _html("Index", ("The pages of this site.",), "<ul>" + "".join(links) + "</ul>")
+    index = html_page("Index", ("The pages of this site.",), "<ul>" + "".join(links) + "</ul>")
     table["/"] = Route(body=index)  # no validators: the index is read in full every time
     return table

@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawler.demo.server import Exchange, serve
+from crawler.demo.build import read_articles
+from crawler.demo.server import Exchange, Route, serve
 from storage.log import read_log
 from storage.pages import IDENTICAL_PAYLOAD, SERVER_NOT_MODIFIED, payload_digest
 from storage.verify import verify_store
-from tests.crawler.recrawl_site import SitePage, recrawl_site, routes
+from tests.crawler.recrawl_site import SitePage, html_page, recrawl_site, routes
 from tests.crawler.replay import raw, replay
 from tests.crawler.test_faults import ROOT, child_env
 
@@ -272,6 +273,46 @@ def test_a_recrawl_killed_mid_way_resumes_to_the_same_classification(tmp_path):
     resumed["lines"] = last_lines(site.store, 2)
     _check_second_run(site, resumed, site.runs[0])
     assert verify_store(site.store).ok
+
+
+def test_copies_of_a_changed_page_are_decided_again_once_and_keep_that_decision(tmp_path):
+    """Two identical copies of a page that changes a little: both are decided again right
+    after it (one a near duplicate of it, the other an exact duplicate of the first copy), and
+    their own requests later in the run, answered with 304s, change none of that."""
+    article = next(iter(read_articles().values()))
+    v1 = html_page(article.title, article.paragraphs)
+    v2 = html_page(article.title, article.paragraphs, "<p>One sentence more for the members.</p>")
+    copies = ("/copy-1.html", "/copy-2.html")
+    index = html_page("Index", ("The pages.",), "".join(
+        f'<a href="{path}">{path}</a>' for path in ("/page.html", *copies)))
+    port = _port()
+    base = f"http://127.0.0.1:{port}"
+    store = tmp_path / "store"
+
+    def crawl(page: str) -> None:
+        table = {"/": Route(body=index, etag="auto"), "/page.html": Route(body=page, etag="auto"),
+                 **{path: Route(body=v1, etag="auto") for path in copies}}
+        with serve(table, port=port):
+            proc = neardup("crawl", base + "/", "--store", str(store), "--json", *OPTIONS)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    crawl(v1)
+    written_before = len(warc_records(store))
+    crawl(v2)
+    second = [e for e in read_log(store / "logs") if e.get("crawl_run") == 2]
+    by_url: dict[str, list[dict[str, Any]]] = {}
+    for entry in second:
+        by_url.setdefault(entry["url"].removeprefix(base), []).append(entry)
+    first, other = (by_url[path] for path in copies)
+    assert [e["decision"] for e in first] == ["near_duplicate"], first
+    assert [e["decision"] for e in other] == ["exact_duplicate"], other
+    assert first[0]["redecided"] and other[0]["redecided"]
+    assert other[0]["duplicate_of"] == base + copies[0] and other[0]["resemblance"] == 1.0
+    # no record of this run claims a copy's payload is the changed page's
+    records = warc_records(store)[written_before:]
+    assert not [r for r in records if r["url"] in {base + p for p in copies}
+                and r["refers_to"] == base + "/page.html"], records
+    assert verify_store(store).ok
 
 
 def _slowed(route: Any) -> Any:

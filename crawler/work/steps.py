@@ -149,9 +149,17 @@ class StoreWork:
         self._batch_started = 0.0
         self._batch_items = 0
         self._queued: list[dict[str, Any]] = []
+        #: the decisions this run counted before that the queued lines replace (a copy decided
+        #: again after its own request was decided): a summary counts pages, not lines
+        self._replaced: list[str] = []
         self._told_foreign = False
         #: the store's crawl run (storage.history): set when the store is opened
         self.run = 0
+        self._made_at = time.time()
+        #: pages this run fetched before this time were counted by another process
+        self._counted_since = 0.0
+        #: the URLs this process decided again (a few: those of pages that changed or went)
+        self._redecided_keys: set[bytes] = set()
         #: a node of a distributed crawl: the crawl's index in Redis (crawler.work.shared)
         self.shared: SharedIndex | None = None
         #: URLs whose pages are settled in the store since the last look (:meth:`take_durable`)
@@ -176,7 +184,10 @@ class StoreWork:
         with store.batch():  # the crawl run this work belongs to: a new one, or the unfinished
             if node is not None:
                 store.join_crawl(node)
-            self.run = store.history.begin_run(time.time())[0].number
+            run, resumed = store.history.begin_run(time.time())
+            self.run = run.number
+            if resumed:  # what the killed process decided is not in this one's tally
+                self._counted_since = self._made_at
         return list(store.repairs)
 
     # --- the steps ----------------------------------------------------------------------------
@@ -518,6 +529,11 @@ class StoreWork:
                     store.put_text(again.new_doc, text)
             key = url_key(old.url)
             state = store.history.get(key)
+            if state is not None and state.run == self.run and (
+                key in self._redecided_keys or state.fetched_at >= self._counted_since
+            ):  # its decision this process counted (not the killed one this run resumes)
+                self._replaced.append(old.decision)
+            self._redecided_keys.add(key)
             awaiting = kind == "kept"
             # decided in this run: its own request, later in the run, passes it over (an
             # unchanged 304 would put its previous decision back in the log and the WARC
@@ -943,6 +959,8 @@ class StoreWork:
             self.tally.commits += 1
             self.spent("store", time.perf_counter() - started)
         queued, self._queued = self._queued, []
+        replaced, self._replaced = self._replaced, []
+        self.tally.decisions.subtract(replaced)
         self._durable.extend(entry["url"] for entry in queued if not entry.get("redecided"))
         for entry in queued:
             if entry.get("refetched"):  # the body of a page decided (and counted) before
@@ -975,6 +993,7 @@ class StoreWork:
         self.abort()
         self.tally.not_committed += len(self._queued) + len(self.pending)
         self._queued.clear()
+        self._replaced.clear()
         self.pending.clear()
 
     def abort(self) -> None:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ def warc_records(store: Path) -> list[dict[str, Any]]:
                 header = record.rec_headers.get_header
                 records.append({
                     "type": record.rec_type, "url": header("WARC-Target-URI"),
+                    "date": header("WARC-Date"),
                     "profile": PROFILES.get(header("WARC-Profile") or "", None),
                     "refers_to": header("WARC-Refers-To-Target-URI"),
                     "refers_to_date": header("WARC-Refers-To-Date"),
@@ -275,10 +277,13 @@ def test_a_recrawl_killed_mid_way_resumes_to_the_same_classification(tmp_path):
     assert verify_store(site.store).ok
 
 
-def test_copies_of_a_changed_page_are_decided_again_once_and_keep_that_decision(tmp_path):
+@pytest.mark.parametrize("late", ["copies", "page"])
+def test_copies_of_a_changed_page_are_decided_again_once_and_keep_that_decision(tmp_path, late):
     """Two identical copies of a page that changes a little: both are decided again right
-    after it (one a near duplicate of it, the other an exact duplicate of the first copy), and
-    their own requests later in the run, answered with 304s, change none of that."""
+    after it (one a near duplicate of it, the other an exact duplicate of the first copy).
+    Their own requests, answered with 304s later in the run, change none of that; answered
+    before the page, they are decided as unchanged first. Either way the summary counts four
+    pages, each with its last decision."""
     article = next(iter(read_articles().values()))
     v1 = html_page(article.title, article.paragraphs)
     v2 = html_page(article.title, article.paragraphs, "<p>One sentence more for the members.</p>")
@@ -289,35 +294,49 @@ def test_copies_of_a_changed_page_are_decided_again_once_and_keep_that_decision(
     base = f"http://127.0.0.1:{port}"
     store = tmp_path / "store"
 
-    def crawl(page: str) -> None:
+    def crawl(page: str, slow: tuple[str, ...] = ()) -> dict[str, Any]:
         table = {"/": Route(body=index, etag="auto"), "/page.html": Route(body=page, etag="auto"),
                  **{path: Route(body=v1, etag="auto") for path in copies}}
-        with serve(table, port=port):
-            proc = neardup("crawl", base + "/", "--store", str(store), "--json", *OPTIONS)
+        table = {path: replace(route, delay=0.5) if path in slow else route
+                 for path, route in table.items()}  # fmt: skip
+        with serve(table, port=port):  # the three asked for at once, the slow side answers last
+            proc = neardup("crawl", base + "/", "--store", str(store), "--json", *OPTIONS,
+                           "--set", "crawl.concurrency=4")  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout)
 
-    crawl(v1)
+    crawl(v1, slow=copies)  # the page kept, the copies its duplicates
     written_before = len(warc_records(store))
-    crawl(v2)
+    summary = crawl(v2, slow=copies if late == "copies" else ("/page.html",))
+    assert summary["decided"] == 4, summary
+    decisions = {k: n for k, n in summary["decisions"].items() if n}
+    assert decisions == {"kept": 2, "exact_duplicate": 1, "near_duplicate": 1}, summary
     second = [e for e in read_log(store / "logs") if e.get("crawl_run") == 2]
     by_url: dict[str, list[dict[str, Any]]] = {}
     for entry in second:
         by_url.setdefault(entry["url"].removeprefix(base), []).append(entry)
-    first, other = (by_url[path] for path in copies)
+    lines = [by_url[path] for path in copies]
+    if late == "page":  # first as they were, unchanged
+        assert [e[0]["change"] for e in lines] == ["unchanged"] * 2, second
+        lines = [e[1:] for e in lines]
+    # whichever copy the first crawl decided first is the near duplicate of the changed page
+    first, other = sorted(lines, key=lambda e: e[0]["decision"] != "near_duplicate")
     assert [e["decision"] for e in first] == ["near_duplicate"], first
     assert [e["decision"] for e in other] == ["exact_duplicate"], other
     assert first[0]["redecided"] and other[0]["redecided"]
-    assert other[0]["duplicate_of"] == base + copies[0] and other[0]["resemblance"] == 1.0
-    # no record of this run claims a copy's payload is the changed page's
-    records = warc_records(store)[written_before:]
-    assert not [r for r in records if r["url"] in {base + p for p in copies}
-                and r["refers_to"] == base + "/page.html"], records
+    assert other[0]["duplicate_of"] == first[0]["url"] and other[0]["resemblance"] == 1.0
+    # no record of this run claims a copy's payload is the changed page's: a copy's revisit
+    # refers to the page as the first crawl captured it, or there is none
+    records = warc_records(store)
+    first_run = {r["date"] for r in records[:written_before] if r["url"] == base + "/page.html"}
+    claims = [r for r in records[written_before:] if r["url"] in {base + p for p in copies}
+              and r["refers_to"] == base + "/page.html"]  # fmt: skip
+    assert all(r["refers_to_date"] in first_run for r in claims), (first_run, claims)
+    assert len(claims) == (2 if late == "page" else 0), claims
     assert verify_store(store).ok
 
 
 def _slowed(route: Any) -> Any:
-    from dataclasses import replace
-
     return replace(route, delay=0.15)
 
 

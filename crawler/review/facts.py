@@ -358,7 +358,7 @@ def collect(
             clusters = _scan_clusters(stores[0].index.clusters(), top_clusters)
             listed = {(0, d) for c in clusters.largest for d in stores[0].index.members(c)}
             docs = _scan_documents(stores, lambda ref, r: ref in listed, max_dropped)
-        log = _scan_log(stores, docs.shown)
+        log = _scan_log(stores, docs.shown, docs.near)
         if several:  # each store's first pages, and of those the crawl's first
             docs.dropped = _first(docs.dropped, docs, log, max_dropped)
             docs.skipped = _first(docs.skipped, docs, log, max_dropped)
@@ -508,6 +508,8 @@ class _Documents:
     retired: int = 0
     #: current documents of each store
     per_store: list[int] = field(default_factory=list)
+    #: the current near duplicates (and contained pages): their estimates are the report's
+    near: set[Ref] = field(default_factory=set)
 
 
 def _scan_documents(
@@ -526,6 +528,8 @@ def _scan_documents(
             found.first_time = t if found.first_time is None else min(found.first_time, t)
             found.last_time = t if found.last_time is None else max(found.last_time, t)
             show = listed(ref, record)
+            if record.decision in ("near_duplicate", "contained"):
+                found.near.add(ref)
             if record.decision in DROPPED:
                 found.dropped_total += 1
                 if len(found.dropped) < limit:
@@ -560,12 +564,17 @@ class _Log:
     logs_per_store: list[int] = field(default_factory=list)
 
 
-def _scan_log(stores: Sequence[Store], shown: dict[Ref, DocumentRecord]) -> _Log:
-    """Skip reasons, the estimates that dropped pages, what changed in the latest run, and the
-    log lines of the pages shown; the stores' lines in the crawl's order."""
+def _scan_log(
+    stores: Sequence[Store], shown: dict[Ref, DocumentRecord], near: set[Ref]
+) -> _Log:
+    """Skip reasons, the estimates that dropped the ``near`` pages, what changed in the latest
+    run, and the log lines of the pages shown; the stores' lines in the crawl's order."""
     found = _Log()
     logs: list[set[str]] = [set() for _ in stores]
     skipped: set[Ref] = set()
+    # a page's last near line: a recrawl logs an unchanged page's decision again, run after
+    # run, and a page decided again has a new document
+    estimates: dict[Ref, tuple[float | None, int | None]] = {}
     for logged in _lines(stores):
         entry = logged.entry
         logs[logged.store].add(logged.log_id)
@@ -578,17 +587,18 @@ def _scan_log(stores: Sequence[Store], shown: dict[Ref, DocumentRecord]) -> _Log
             skipped.add(ref)
             found.skip_reasons[str(entry.get("reason") or "unknown")] += 1
         elif decision in ("near_duplicate", "contained"):
-            estimate = _number(entry.get("resemblance"))
-            if estimate is not None:
-                found.near_estimates.append(estimate)
-            size = _int(entry.get("sample_size"))
-            if size:
-                found.sample_sizes[size] += 1
+            if ref in near:
+                estimates[ref] = (_number(entry.get("resemblance")), _int(entry.get("sample_size")))
             threshold = _threshold_in(entry.get("reason"))
             if threshold is not None:
                 found.thresholds.add(threshold)
         if ref is not None and ref in shown:
             found.entries[ref] = entry
+    for estimate, size in estimates.values():
+        if estimate is not None:
+            found.near_estimates.append(estimate)
+        if size:
+            found.sample_sizes[size] += 1
     found.skipped_logged = len(skipped)
     found.runs = set().union(*logs)
     found.logs_per_store = [len(ids) for ids in logs]

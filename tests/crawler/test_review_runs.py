@@ -202,6 +202,10 @@ def test_the_report_counts_each_url_by_its_last_line_of_the_latest_run(recrawl):
     assert data.retired == len(run.changed) + len(run.redecided) + len(run.gone)
     assert data.decisions == Counter(line["decision"] for line in last.values())
     assert any("earlier decision(s)" in note for note in data.notes)
+    # the plot of estimates: one per page dropped as a near duplicate now, from its last line
+    near = [line for line in last.values() if line["decision"] in ("near_duplicate", "contained")]
+    assert near and sorted(data.near_estimates) == sorted(line["resemblance"] for line in near)
+    assert sum(data.sample_sizes.values()) == len(near)
 
 
 def test_the_report_page_shows_what_changed(recrawl, tmp_path):

@@ -152,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         print(outcome.render())
     if outcome.error is not None:
         raise RunFailed(outcome.error)
+    if outcome.nothing_crawled is not None:
+        raise RunFailed(f"nothing was crawled: {outcome.nothing_crawled}")
     return outcome.exit_status
 
 
@@ -268,6 +270,9 @@ class CrawlOutcome:
     changes: dict[str, int] = field(default_factory=dict)
     #: the node of a distributed crawl this was (``I/K``), None on a single machine
     node: CrawlNode | None = None
+    #: when a crawl skipped every page it decided (a start URL that does not answer, a 404):
+    #: that, with the first such page and why, in one line; else None
+    nothing_crawled: str | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -276,6 +281,8 @@ class CrawlOutcome:
     @property
     def exit_status(self) -> int:
         if not self.clean or self.reason is None or self.error is not None:
+            return 1
+        if self.nothing_crawled is not None:
             return 1
         return 130 if self.interrupted else 0
 
@@ -316,6 +323,7 @@ class CrawlOutcome:
             "not_committed": self.not_committed,
             "links_not_followed": self.links_not_followed,
             "error": self.error,
+            "nothing_crawled": self.nothing_crawled,
             "notes": self.notes,
             "stats": {k: v for k, v in sorted(self.stats.items()) if k.startswith("neardup/")},
         }
@@ -708,7 +716,33 @@ def _run_scrapy(
             )
     if error is not None:
         raise UserError(f"the crawl failed: {_one_line(error)} (see {outcome.scrapy_log})")
+    if outcome.reason == "finished" and outcome.node is None and outcome.decided and (
+        outcome.decided == outcome.decisions.get("skipped", 0)
+    ):
+        url, why = _first_skipped(outcome.log)
+        if outcome.decided == 1:
+            outcome.nothing_crawled = f"{url} was skipped ({why})"
+        else:
+            outcome.nothing_crawled = (
+                f"all {outcome.decided:,} pages were skipped, the first {url} ({why})"
+            )
     return outcome
+
+
+def _first_skipped(log: Path) -> tuple[str, str]:
+    """The first skipped page of a run's dedup log and why (the log of a crawl that skipped
+    every page it decided is short)."""
+    from storage.log import read_log
+
+    try:
+        for entry in read_log(log.parent, runs=[log.name.removesuffix(".jsonl")]):
+            if entry.get("decision") == "skipped":
+                detail = entry.get("detail")
+                why = f"{entry.get('reason')}: {detail}" if detail else entry.get("reason")
+                return str(entry.get("url")), str(why)
+    except (OSError, ValueError):
+        pass
+    return "a page", f"see {log}"
 
 
 class _FailureLine(logging.Handler):
@@ -740,8 +774,14 @@ def _stderr_handler(level: int, failure: _FailureLine) -> logging.Handler:
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(level)
     handler.setFormatter(OneLineFormatter())
-    handler.addFilter(lambda record: failure.line is None)
+    handler.addFilter(lambda record: failure.line is None and record.name not in _PAGE_FAILURES)
     return handler
+
+
+#: Scrapy's loggers of a request that failed: the page is logged as skipped with the reason
+#: (the summary counts it, ``neardup log`` lists it), so the terminal does not get it twice
+_PAGE_FAILURES = frozenset({"scrapy.downloadermiddlewares.retry",
+                            "scrapy.downloadermiddlewares.robotstxt"})  # fmt: skip
 
 
 def _one_line(exc: BaseException) -> str:

@@ -69,7 +69,8 @@ class PageView:
                 tokens=item.tokens,
                 skip_reason=item.skip_reason or None,
                 skip_detail=item.skip_detail or None,
-                status=item.status or 200,
+                # 0: no response (the spider's failed request), not an HTTP status to default
+                status=item.status or (0 if item.skip_reason else 200),
                 headers=_header_pairs(item.headers),
                 body=item.body,
                 kind="html",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import pytest
 from crawler.cli import main
 from crawler.demo.server import Route, serve
 from dedup.params import SketchParams
+from storage.log import read_log
 from storage.store import Store
 from storage.verify import verify_store
 from tests.crawler.test_faults import ORDERLY, ROOT, child_env, fault_site, kept_pages
@@ -253,3 +255,39 @@ def test_the_links_of_a_page_decided_while_ctrl_c_stops_the_crawl_are_kept_for_t
     assert second["resumed"] is True
     assert first["decided"] + second["decided"] == pages  # the chain was followed to its end
     assert verify_store(store).documents == pages
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_start_url_that_gives_nothing_is_one_line_and_exit_status_1(tmp_path):
+    """A start URL that does not answer, or answers 404: the summary, then one line that names
+    it and why, and exit status 1; Scrapy's own lines about the failed requests stay in its
+    log (the page is logged as skipped, with the reason)."""
+    dead = f"http://127.0.0.1:{_closed_port()}/"
+    proc = neardup("crawl", dead, "--store", str(tmp_path / "dead"), "--quiet",
+                   "-sRETRY_TIMES=0")  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"neardup crawl: error: nothing was crawled: {dead} was skipped (connection_error: "
+        "DownloadConnectionRefusedError: Connection was refused by other side: 111: "
+        "Connection refused.)"
+    ], proc.stderr
+    assert "skipped                  1   connection_error 1" in proc.stdout
+    with serve({"/": Route(body="<html><body><p>a page</p></body></html>")}) as base:
+        proc = neardup("crawl", base + "/missing.html", "--store", str(tmp_path / "missing"),
+                       "--json")  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    summary = json.loads(proc.stdout)
+    missing = f"{base}/missing.html was skipped (http_404: HTTP status 404)"
+    assert summary["nothing_crawled"] == missing
+    assert proc.stderr.splitlines() == [
+        f"neardup crawl: error: nothing was crawled: {summary['nothing_crawled']}"
+    ], proc.stderr
+    assert verify_store(tmp_path / "missing").ok
+    entry = next(read_log(tmp_path / "dead" / "logs"))  # no response: status 0, not HTTP's 200
+    assert (entry["reason"], entry["status"]) == ("connection_error", 0)

@@ -12,13 +12,16 @@ the last interval, what the dedup stage decided, and the requests waiting::
 
 On a terminal the line is rewritten in place (``\\r``); into a file or a pipe each update is a
 line of its own, so a log stays readable. Everything comes from the crawl's stats, so the line
-costs nothing per page.
+costs nothing per page, but the requests waiting: the scheduler's own count where it keeps one
+(a resumed crawl's queue is read back from the JOBDIR, which the stats never count as
+enqueued), else enqueued less dequeued.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Sized
 from typing import IO, TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -33,8 +36,9 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 
-def progress_line(stats: dict[str, Any], rate: float) -> str:
-    """The line for a stats snapshot and a rate in pages per second.
+def progress_line(stats: dict[str, Any], rate: float, queued: int | None = None) -> str:
+    """The line for a stats snapshot, a rate in pages per second and the requests waiting
+    (None: the stats' enqueued less dequeued).
 
     >>> progress_line({"response_received_count": 12, "neardup/kept": 7,
     ...                "neardup/near_duplicate": 2, "neardup/skipped": 1,
@@ -47,7 +51,8 @@ def progress_line(stats: dict[str, Any], rate: float) -> str:
     near = stats.get("neardup/near_duplicate", 0)
     contained = stats.get("neardup/contained", 0)
     skipped = stats.get("neardup/skipped", 0)
-    queued = max(stats.get("scheduler/enqueued", 0) - stats.get("scheduler/dequeued", 0), 0)
+    if queued is None:
+        queued = max(stats.get("scheduler/enqueued", 0) - stats.get("scheduler/dequeued", 0), 0)
     dropped = f"dropped {exact + near + contained:,} (exact {exact:,}, near {near:,}"
     dropped += f", contained {contained:,})" if contained else ")"
     line = f"{pages:,} pages  {rate:.1f}/s | kept {kept:,} | {dropped} | skipped {skipped:,}"
@@ -60,8 +65,16 @@ def progress_line(stats: dict[str, Any], rate: float) -> str:
 class ProgressLine:
     """Writes :func:`progress_line` to ``stream`` every ``interval`` seconds."""
 
-    def __init__(self, stats: StatsCollector, interval: float, stream: IO[str]) -> None:
+    def __init__(
+        self,
+        stats: StatsCollector,
+        interval: float,
+        stream: IO[str],
+        queued: Callable[[], int | None] = lambda: None,
+    ) -> None:
         self.stats = stats
+        #: the requests waiting, or None where the scheduler does not count them
+        self.queued = queued
         self.interval = interval
         self.stream = stream
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
@@ -77,7 +90,7 @@ class ProgressLine:
         if interval <= 0:
             raise ValueError(f"NEARDUP_PROGRESS_INTERVAL must be > 0 seconds; got {interval}")
         assert crawler.stats is not None
-        o = cls(crawler.stats, interval, sys.stderr)
+        o = cls(crawler.stats, interval, sys.stderr, queued=lambda: _scheduler_size(crawler))
         crawler.signals.connect(o.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(o.spider_closed, signal=signals.spider_closed)
         return o
@@ -98,7 +111,7 @@ class ProgressLine:
         then, before = self._last
         rate = (pages - before) / (now - then) if now > then else 0.0
         self._last = (now, pages)
-        line = progress_line(stats, rate)
+        line = progress_line(stats, rate, self.queued())
         if self.tty:
             pad = " " * max(self._width - len(line), 0)
             self._width = len(line)
@@ -106,3 +119,10 @@ class ProgressLine:
         else:
             self.stream.write(line + "\n")
         self.stream.flush()
+
+
+def _scheduler_size(crawler: Crawler) -> int | None:
+    """``len()`` of the crawl's scheduler, or None for one without it (the shared frontier's,
+    whose queue is in Redis)."""
+    scheduler = crawler.engine.scheduler if crawler.engine is not None else None
+    return len(scheduler) if isinstance(scheduler, Sized) else None

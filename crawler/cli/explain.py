@@ -151,7 +151,9 @@ def render(
     page = e.page
     log = e.log or {}
     latest = e.latest
-    decided = _when(page.time)
+    # when its line of the latest run was written: a recrawl confirms an unchanged page's
+    # decision (its record keeps the time it was first made)
+    decided = _when(page.time if latest is None or latest.time is None else latest.time)
     if latest is not None:
         decided += f", run {latest.run}" + (f", node {latest.node}" if latest.node else "")
     lines = [page.url]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
@@ -19,8 +20,10 @@ from typing import Any
 import pytest
 
 from crawler.cli import main
+from crawler.cli.explain import _when
 from crawler.review.facts import collect
 from crawler.review.log import CHANGES
+from storage.log import read_log
 from tests.crawler.review_stores import second_run
 from tests.crawler.test_explain_command import neardup
 from tests.crawler.test_log_command import neardup as neardup_bytes
@@ -51,6 +54,7 @@ def recrawl(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = json.loads(proc.stdout)["site"]
     before = neardup("log", "--store", str(store), "--width", "200")
     assert before.returncode == 0
+    time.sleep(1.1)  # the second run's lines a second later than the first's, to tell apart
     run = second_run(
         store,
         changed={base + MOSSOP: 0.9, base + ABOUT: 0.15},
@@ -297,6 +301,13 @@ def test_explain_says_what_changed_and_what_the_page_was(recrawl, capsys):
     assert (f"  previously    run 1: near_duplicate, cluster {was['previous_cluster_id']} "
             f"(now {copy['cluster_id']})") in out  # fmt: skip
     assert f"re-decided: its kept page {base + MOSSOP} changed" in out
+
+    # an unchanged page was decided when its line of the latest run was written
+    url = next(u for u, e in last.items() if e["change"] == "unchanged" and e["decision"] == "kept")
+    times = {e["crawl_run"]: e["time"] for e in read_log(Path(store) / "logs") if e["url"] == url}
+    out = explain(capsys, store, url.removeprefix(base))
+    shown = [_when(times[run]) for run in (1, 2)]
+    assert shown[0] != shown[1] and f"  decided       {shown[1]}, run 2\n" in out, out
 
     out = explain(capsys, store, BOOTS)
     assert "skipped (http_404)" in out and "  change        gone since run 1" in out

@@ -226,7 +226,6 @@ class LmdbIndex:
         self._check_new_doc(doc_id)
         counter = self._t.get("meta", _NEXT_CLUSTER)
         cluster_id = 0 if counter is None else unpack_id(counter)
-        key = pack_id(cluster_id)
         self._t.put("meta", _NEXT_CLUSTER, pack_id(cluster_id + 1))
         self._start(cluster_id, doc_id, sketch, indexed)
         return cluster_id

@@ -9,9 +9,8 @@ import shutil
 import sys
 import textwrap
 import time
-from pathlib import Path
 
-from crawler.cli.common import UserError, add_config_arguments, resolve_config
+from crawler.cli.common import UserError, add_config_arguments
 from crawler.review.changes import RunState
 from crawler.review.explain import Explanation, UnknownURL, explain
 from crawler.review.textdiff import side_by_side, truncate_middle, use_colour, width_of

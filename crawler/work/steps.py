@@ -80,7 +80,7 @@ from crawler.work.recrawl import (
 )
 from dedup.canonical import document_tokens
 from dedup.changes import Redecision, Stored, replace as replace_document
-from dedup.cluster import Assignment, GreedyClusterer
+from dedup.cluster import GreedyClusterer
 from dedup.document import Sketcher
 from dedup.estimators import estimate
 from dedup.html_text import DocumentTooDeep
@@ -301,8 +301,9 @@ class StoreWork:
             try:
                 tokens = self._canonicalise(page)
             except DocumentTooDeep as exc:
+                deep = str(exc)
                 return self.guarded(page.url,
-                                    lambda: self._skip(page, "too_deep", str(exc), prior=prior))
+                                    lambda: self._skip(page, "too_deep", deep, prior=prior))
             except Exception as exc:
                 logger.exception("Could not canonicalise %s", page.url)
                 detail = f"{type(exc).__name__}: {exc}"

@@ -239,8 +239,15 @@ class StoreWork:
         awaiting = prior is not None and prior.state is not None and prior.state.awaiting_body
         if awaiting and has_body and digest == prior.state.payload_digest:  # type: ignore[union-attr]
             return self._store_awaited(page, prior)  # type: ignore[arg-type]
-        if prior is not None and (prior.decided_in(self.run) or (awaiting and not has_body)):
-            return self._already_decided(page, prior)
+        if prior is not None and prior.decided_in(self.run):
+            if not _other_body(prior, digest):
+                return self._already_decided(page, prior)
+            # decided earlier in this run from what its URL served before (a re-decision, or
+            # the run a kill interrupted): its body now is another, decided as a change
+            if self._counted_here(prior):
+                self._replaced.append(prior.record.decision)
+        elif awaiting and not has_body:
+            return self._already_decided(page, prior)  # type: ignore[arg-type]
         if page.run is None and prior is not None and prior.state is not None:
             # requested without the page that led to it (a recrawl asks for every URL it
             # knows): met again, a duplicate is one more of its cluster in a row, so that a
@@ -530,9 +537,7 @@ class StoreWork:
                     store.put_text(again.new_doc, text)
             key = url_key(old.url)
             state = store.history.get(key)
-            if state is not None and state.run == self.run and (
-                key in self._redecided_keys or state.fetched_at >= self._counted_since
-            ):  # its decision this process counted (not the killed one this run resumes)
+            if self._counted_here(Prior(again.old_doc, old, state)):
                 self._replaced.append(old.decision)
             self._redecided_keys.add(key)
             awaiting = kind == "kept"
@@ -551,6 +556,15 @@ class StoreWork:
             self.queue(self._redecision_entry(old, again, cause, what))
             self._batch_items += 1
         return tuple(fetch)
+
+    def _counted_here(self, prior: Prior) -> bool:
+        """True when this process counted the URL's decision in this run (not the killed
+        process whose run it resumes): a later decision of the URL replaces it in the tally."""
+        state = prior.state
+        return state is not None and state.run == self.run and (
+            url_key(prior.record.url) in self._redecided_keys
+            or state.fetched_at >= self._counted_since
+        )
 
     def _redecision_entry(
         self, old: DocumentRecord, again: Redecision, cause: str, what: str
@@ -1086,3 +1100,9 @@ def _drop_message(kind: str, duplicate_of: str | None, decision: Decision) -> st
         f"contained in {duplicate_of} (estimated containment {c:.2f}, "
         f"estimated resemblance {r:.2f})"
     )
+
+
+def _other_body(prior: Prior, digest: str | None) -> bool:
+    """True when a body came (``digest``) that is not the one the URL's state records."""
+    known = prior.state.payload_digest if prior.state is not None else None
+    return digest is not None and known is not None and digest != known

@@ -277,6 +277,50 @@ def test_a_recrawl_killed_mid_way_resumes_to_the_same_classification(tmp_path):
     assert verify_store(site.store).ok
 
 
+COPIES = ("/copy-1.html", "/copy-2.html")
+
+
+class CopiesSite:
+    """An index, a page and two copies of it on one port, crawled into one store: the copies
+    answer 0.5 s after the page (or the page after them), the three asked for at once."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        article = next(iter(read_articles().values()))
+        self.v1 = html_page(article.title, article.paragraphs)
+        self.v2 = html_page(article.title, article.paragraphs,
+                            "<p>One sentence more for the members.</p>")  # fmt: skip
+        self.index = html_page("Index", ("The pages.",), "".join(
+            f'<a href="{path}">{path}</a>' for path in ("/page.html", *COPIES)))  # fmt: skip
+        self.port = _port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.store = tmp_path / "store"
+
+    def crawl(self, page: str, copies: str, late: str = "copies") -> dict[str, Any]:
+        slow = COPIES if late == "copies" else ("/page.html",)
+        table = {"/": Route(body=self.index, etag="auto"),
+                 "/page.html": Route(body=page, etag="auto"),
+                 **{path: Route(body=copies, etag="auto") for path in COPIES}}  # fmt: skip
+        table = {path: replace(route, delay=0.5) if path in slow else route
+                 for path, route in table.items()}  # fmt: skip
+        with serve(table, port=self.port):
+            proc = neardup("crawl", self.base + "/", "--store", str(self.store), "--json",
+                           *OPTIONS, "--set", "crawl.concurrency=4")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout)
+
+    def lines(self, crawl_run: int) -> dict[str, list[dict[str, Any]]]:
+        """The run's log lines of each path, in order."""
+        by_path: dict[str, list[dict[str, Any]]] = {}
+        for entry in read_log(self.store / "logs"):
+            if entry.get("crawl_run") == crawl_run:
+                by_path.setdefault(entry["url"].removeprefix(self.base), []).append(entry)
+        return by_path
+
+
+def _decisions(summary: dict[str, Any]) -> dict[str, int]:
+    return {kind: n for kind, n in summary["decisions"].items() if n}
+
+
 @pytest.mark.parametrize("late", ["copies", "page"])
 def test_copies_of_a_changed_page_are_decided_again_once_and_keep_that_decision(tmp_path, late):
     """Two identical copies of a page that changes a little: both are decided again right
@@ -284,38 +328,15 @@ def test_copies_of_a_changed_page_are_decided_again_once_and_keep_that_decision(
     Their own requests, answered with 304s later in the run, change none of that; answered
     before the page, they are decided as unchanged first. Either way the summary counts four
     pages, each with its last decision."""
-    article = next(iter(read_articles().values()))
-    v1 = html_page(article.title, article.paragraphs)
-    v2 = html_page(article.title, article.paragraphs, "<p>One sentence more for the members.</p>")
-    copies = ("/copy-1.html", "/copy-2.html")
-    index = html_page("Index", ("The pages.",), "".join(
-        f'<a href="{path}">{path}</a>' for path in ("/page.html", *copies)))
-    port = _port()
-    base = f"http://127.0.0.1:{port}"
-    store = tmp_path / "store"
-
-    def crawl(page: str, slow: tuple[str, ...] = ()) -> dict[str, Any]:
-        table = {"/": Route(body=index, etag="auto"), "/page.html": Route(body=page, etag="auto"),
-                 **{path: Route(body=v1, etag="auto") for path in copies}}
-        table = {path: replace(route, delay=0.5) if path in slow else route
-                 for path, route in table.items()}  # fmt: skip
-        with serve(table, port=port):  # the three asked for at once, the slow side answers last
-            proc = neardup("crawl", base + "/", "--store", str(store), "--json", *OPTIONS,
-                           "--set", "crawl.concurrency=4")  # fmt: skip
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return json.loads(proc.stdout)
-
-    crawl(v1, slow=copies)  # the page kept, the copies its duplicates
+    site = CopiesSite(tmp_path)
+    base, store = site.base, site.store
+    site.crawl(site.v1, site.v1)  # the page kept, the copies its duplicates
     written_before = len(warc_records(store))
-    summary = crawl(v2, slow=copies if late == "copies" else ("/page.html",))
+    summary = site.crawl(site.v2, site.v1, late=late)
     assert summary["decided"] == 4, summary
-    decisions = {k: n for k, n in summary["decisions"].items() if n}
-    assert decisions == {"kept": 2, "exact_duplicate": 1, "near_duplicate": 1}, summary
-    second = [e for e in read_log(store / "logs") if e.get("crawl_run") == 2]
-    by_url: dict[str, list[dict[str, Any]]] = {}
-    for entry in second:
-        by_url.setdefault(entry["url"].removeprefix(base), []).append(entry)
-    lines = [by_url[path] for path in copies]
+    assert _decisions(summary) == {"kept": 2, "exact_duplicate": 1, "near_duplicate": 1}, summary
+    second = site.lines(2)
+    lines = [second[path] for path in COPIES]
     if late == "page":  # first as they were, unchanged
         assert [e[0]["change"] for e in lines] == ["unchanged"] * 2, second
         lines = [e[1:] for e in lines]
@@ -329,11 +350,28 @@ def test_copies_of_a_changed_page_are_decided_again_once_and_keep_that_decision(
     # refers to the page as the first crawl captured it, or there is none
     records = warc_records(store)
     first_run = {r["date"] for r in records[:written_before] if r["url"] == base + "/page.html"}
-    claims = [r for r in records[written_before:] if r["url"] in {base + p for p in copies}
+    claims = [r for r in records[written_before:] if r["url"] in {base + p for p in COPIES}
               and r["refers_to"] == base + "/page.html"]  # fmt: skip
     assert all(r["refers_to_date"] in first_run for r in claims), (first_run, claims)
     assert len(claims) == (2 if late == "page" else 0), claims
     assert verify_store(store).ok
+
+
+def test_copies_that_changed_with_their_page_are_decided_by_what_they_serve_now(tmp_path):
+    """A change to every page (a template's): the copies, decided again from their old
+    content right after the page, are decided once more when their own new bodies come, and
+    end the run as exact duplicates of the page; the summary counts four pages."""
+    site = CopiesSite(tmp_path)
+    site.crawl(site.v1, site.v1)
+    summary = site.crawl(site.v2, site.v2)
+    assert summary["decided"] == 4, summary
+    assert _decisions(summary) == {"kept": 2, "exact_duplicate": 2}, summary
+    second = site.lines(2)
+    for path in COPIES:
+        last = second[path][-1]
+        assert (last["decision"], last["change"]) == ("exact_duplicate", "changed"), second[path]
+        assert last["duplicate_of"] == site.base + "/page.html", last
+    assert verify_store(site.store).ok
 
 
 def _slowed(route: Any) -> Any:

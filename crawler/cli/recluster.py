@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from crawler.cli.common import (
     RunFailed,
@@ -18,6 +18,7 @@ from crawler.cli.common import (
     add_sketch_arguments,
     resolve_config,
 )
+from crawler.cli.output_file import check_not_an_input, check_parquet_directory, replaced_file
 from crawler.config import apply_overrides
 from crawler.recluster.inputs import (
     InputError,
@@ -87,7 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--text-field", default="text", help="JSON Lines text field (default: text)")
     out = parser.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="FILE", default="clusters.jsonl",
-                     help="clusters, one JSON line per document (default: clusters.jsonl; - for stdout)")
+                     help="clusters, one JSON line per document (default: clusters.jsonl; - for "
+                          "stdout); it replaces the file once the run has finished")
     out.add_argument("--json", action="store_true", help="print the summary as JSON")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     out.add_argument("--diff", action="store_true",
@@ -196,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
         _check_spark(args, config)
     elif args.index:
         _check_index_dir(Path(args.index))
+    _check_output(args)
     if args.diff:
         return _run_diff(args, config)
     return (_run_spark if args.engine == "spark" else _run_local)(args, config)
@@ -237,20 +240,27 @@ def _check_spark(args: argparse.Namespace, config: Any) -> None:
 
 
 @contextmanager
-def _output(args: argparse.Namespace) -> Iterator[IO[str] | None]:
+def _output(args: argparse.Namespace) -> Iterator[Any]:
     """The clusters.jsonl file the run writes (stdout for ``-o -``; None for Parquet, which
-    Spark writes itself)."""
+    Spark writes itself), in place once the run has finished (:mod:`crawler.cli.output_file`)."""
     if args.output_format == "parquet":
         yield None
     elif args.output == "-":
         yield sys.stdout
     else:
-        try:
-            handle = open(args.output, "w", encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"cannot write {args.output}: {exc.strerror}") from None
-        with handle:
+        with replaced_file(args.output) as handle:
             yield handle
+
+
+def _check_output(args: argparse.Namespace) -> None:
+    """What -o may not be: one of the input files, or (Parquet) a directory of other files."""
+    if args.diff:
+        return
+    if args.output_format == "parquet":
+        check_parquet_directory(args.output)
+    else:
+        check_not_an_input(args.output, [*(args.warc or ()), *(args.jsonl or ()),
+                                         *(args.html or ())])  # fmt: skip
 
 
 def _run_local(args: argparse.Namespace, config: Any) -> int:

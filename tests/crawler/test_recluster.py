@@ -634,10 +634,11 @@ def test_sigkill_mid_run_leaves_input_intact_and_index_verifiable(tmp_path):
         # the first kill at a random moment soon after the index is created (most likely
         # before its first commit), the others at a random moment after a commit: lines are
         # written only after their batch commits, so a non-empty output file means one did
+        # (the file being written, that is: -o is put in place when the run has finished)
         started = index / "index" / "data.mdb"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not (
-            started.exists() and (attempt == 0 or (out.exists() and out.stat().st_size > 0))
+            started.exists() and (attempt == 0 or _has_lines(out))
         ):
             time.sleep(0.01)
         time.sleep(rng.uniform(0.0, 0.05))
@@ -655,13 +656,29 @@ def test_sigkill_mid_run_leaves_input_intact_and_index_verifiable(tmp_path):
         assert checksums(store) == before
         partial = verify_store(index)
         assert partial.ok, partial.problems
-        written = out.read_text(encoding="utf-8").splitlines() if out.exists() else []
+        partial_out = _being_written(out)
+        written = partial_out.read_text(encoding="utf-8").splitlines() if partial_out else []
+        assert out.exists() == (partial_out == out)  # a killed run leaves no -o behind
         # whole batches were written only after their commit: the file never runs ahead
         assert partial.documents >= len(written) - 1
         committed.append(partial.documents)
     assert any(0 < n < len(pages) for n in committed), committed  # some kill landed mid-way
     report = verify_store(store)
     assert report.ok, report.problems
+
+
+def _being_written(out: Path) -> Path | None:
+    """The file a run writes -o into (crawler.cli.output_file), or -o once it is in place."""
+    parts = sorted(out.parent.glob(f".{out.name}.*.part"))
+    return parts[0] if parts else (out if out.exists() else None)
+
+
+def _has_lines(out: Path) -> bool:
+    path = _being_written(out)
+    try:
+        return path is not None and path.stat().st_size > 0
+    except FileNotFoundError:  # put in place between the two looks
+        return False
 
 
 @settings(max_examples=300, deadline=None)

@@ -285,6 +285,33 @@ def _check_archive_start(stream: IO[bytes], path: str | Path) -> None:
     start = head.lstrip()
     if not any(start.startswith(s) or s.startswith(start) for s in _ARCHIVE_STARTS):
         raise InputError(f"{path} is not a WARC file: it begins {head[:16]!r}")
+    if _gzipped_whole(stream):
+        raise InputError(
+            f"{path} is gzipped as a whole, not record by record as WARC files are: "
+            f"'warcio recompress {path} NEW.warc.gz' writes one that can be read"
+        )
+
+
+def _gzipped_whole(stream: IO[bytes], limit: int = 1 << 20) -> bool:
+    """Whether a gzipped WARC file's first gzip member goes on past its first record (a
+    ``.warc.gz`` made by ``gzip``, which warcio reads no further than that record): a second
+    record begins within the member's first ``limit`` bytes. Leaves ``stream`` at its start."""
+    if stream.read(2) != b"\x1f\x8b":
+        stream.seek(0)
+        return False
+    stream.seek(0)
+    member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    seen = b""
+    try:
+        while not member.eof and len(seen) < limit:
+            chunk = stream.read(65536)
+            if not chunk:
+                break
+            seen += member.decompress(chunk, limit)
+    except zlib.error:
+        pass  # damage further on is a break, found as the records are read
+    stream.seek(0)
+    return seen.find(b"\r\n\r\nWARC/") > 0
 
 
 def read_jsonl(
@@ -301,7 +328,9 @@ def read_jsonl_file(
     """The documents of the JSON Lines file at ``path``, named ``name`` in ids and errors (an
     executor opens a file where the driver's path leads, and names it as the user did)."""
     try:
-        stream = open(path, encoding="utf-8", errors="replace")
+        # lines end at "\n" only: a bare "\r" is whitespace inside a JSON text; a byte-order
+        # mark before the first line is not part of it
+        stream = open(path, encoding="utf-8-sig", errors="replace", newline="\n")
     except OSError as exc:
         raise InputError(f"cannot read {name}: {exc.strerror}") from None
     with stream:
@@ -320,6 +349,9 @@ def read_jsonl_lines(
             obj = json.loads(line)
         except json.JSONDecodeError:
             yield SourceDocument(where, "text", "", skip_reason="not_json")
+            continue
+        except RecursionError:  # arrays or objects nested deeper than Python's stack
+            yield SourceDocument(where, "text", "", skip_reason="too_deep")
             continue
         if not isinstance(obj, dict):
             yield SourceDocument(where, "text", "", skip_reason="not_an_object")

@@ -9,6 +9,7 @@ the broken files, and no id has two lines in clusters.jsonl.
 
 from __future__ import annotations
 
+import gzip as gzip_module
 import io
 import json
 import logging
@@ -24,7 +25,8 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from crawler.cli import main
-from crawler.recluster.inputs import BrokenInput, read_warc_stream
+from crawler.recluster.inputs import BrokenInput, InputError, read_jsonl, read_warc_stream
+from crawler.recluster.spark.tasks import Task, read_task, tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "crawler" / "demo" / "site"
@@ -282,3 +284,44 @@ def test_a_cut_anywhere_keeps_the_records_before_it_and_names_where(archives, gz
         assert breaks == [(offset, k)]
         assert documents == urls[:k]
         assert read[-1].skip_reason.startswith("broken_input ")
+
+
+def test_a_warc_gzipped_as_a_whole_is_named_in_one_line_by_either_engine(tmp_path, capsys):
+    """``gzip file.warc`` makes one gzip member of every record, which warcio reads no further
+    than the first record: the file is refused before any work, with the way to mend it."""
+    plain = tmp_path / "site.warc"
+    write_warc(plain, "whole.test", gzip=False)
+    whole = tmp_path / "site.warc.gz"
+    whole.write_bytes(gzip_module.compress(plain.read_bytes()))
+    code = main(["recluster", "--warc", str(whole), "-o", str(tmp_path / "o"), "-q", "-j", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    said = (f"{whole} is gzipped as a whole, not record by record as WARC files are: "
+            f"'warcio recompress {whole} NEW.warc.gz' writes one that can be read")  # fmt: skip
+    assert err == f"neardup recluster: error: {said}\n"
+    with pytest.raises(InputError) as spark_said:  # the Spark engine's driver, before a job
+        tasks(warc=[str(whole)])
+    assert str(spark_said.value) == said
+    per_record = tmp_path / "records.warc.gz"
+    write_warc(per_record, "whole.test", gzip=True)
+    assert tasks(warc=[str(per_record)])  # a WARC file gzipped record by record is taken
+
+
+def test_json_lines_that_python_cannot_nest_or_that_hold_a_bare_cr_or_a_bom(tmp_path):
+    """A line nested deeper than Python's stack is skipped as too_deep (the file goes on); a
+    bare carriage return is JSON whitespace, not a line break; a byte-order mark is not part of
+    the first line. The file read where it is and the bytes Spark reads give the same."""
+    lines = [
+        b'\xef\xbb\xbf{"id": "first", "text": "the first line after a byte-order mark"}',
+        b'{"id": "cr", "text":\r"a carriage return between a key and its value"}',
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"text": "the fourth line, named by its place"}',
+    ]
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    local = [(d.id, d.skip_reason) for d in read_jsonl([path])]
+    assert local == [("first", None), ("cr", None), (f"{path}:3", "too_deep"),
+                     (f"{path}:4", None)]  # fmt: skip
+    task = Task(0, "jsonl", str(path))
+    assert [(d.id, d.skip_reason) for d in read_task(task)] == local
+    assert [(d.id, d.skip_reason) for d in read_task(task, path.read_bytes())] == local

@@ -204,7 +204,8 @@ def read_task(task: Task, content: bytes | None = None) -> Iterator[SourceDocume
                 yield from read_warc([task.located(task.path)])
         elif task.kind == "jsonl":
             if content is not None:
-                text = io.TextIOWrapper(io.BytesIO(content), encoding="utf-8", errors="replace")
+                text = io.TextIOWrapper(io.BytesIO(content), encoding="utf-8-sig",
+                                        errors="replace", newline="\n")  # as read_jsonl_file
                 yield from read_jsonl_lines(text, task.path, task.id_field, task.text_field)
             else:
                 yield from read_jsonl_file(task.located(task.path), task.path, task.id_field,

@@ -386,8 +386,8 @@ class CrawlOutcome:
         ]
         if self.error is not None:
             lines.append(
-                f"stopped: {self.error}. Once the store can be written, run the same command "
-                "again: it starts from the start URLs and passes over every page the store has"
+                f"stopped: {self.error}. Once that is mended, run the same command again: it "
+                "starts from the start URLs and passes over every page the store has"
             )
         elif self.interrupted:
             lines.append("interrupted: run the same command again to resume where it stopped")

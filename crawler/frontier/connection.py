@@ -24,13 +24,14 @@ MIN_VERSION = (6, 2)
 CHECK_TIMEOUT = 3.0
 
 
-def client(url: str) -> redis.Redis:
-    """A client of the Redis at ``url`` whose commands are retried through a restart."""
+def client(url: str, retries: int = 40) -> redis.Redis:
+    """A client of the Redis at ``url`` whose commands are retried through a restart (40
+    retries, with back-off of up to a second: about half a minute)."""
     import redis
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 
-    retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=40)
+    retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=retries)
     return redis.Redis.from_url(
         url, retry=retry, retry_on_error=[redis.ConnectionError, redis.TimeoutError]
     )

@@ -36,6 +36,10 @@ SETTING_URL = "NEARDUP_FRONTIER"
 SETTING_NODE = "NEARDUP_FRONTIER_NODE"
 SETTING_CRAWL = "NEARDUP_FRONTIER_CRAWL"
 SETTING_SETTLE = "NEARDUP_FRONTIER_SETTLE"
+#: how many times a Redis command is retried, with back-off of up to a second, before the
+#: node gives Redis up (crawler.frontier.connection)
+SETTING_RETRIES = "NEARDUP_FRONTIER_RETRIES"
+RETRIES = 40
 
 
 def keys(crawl: str) -> dict[str, str]:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import redis
     from scrapy import Request, Spider
 
-__all__ = ["NodeQueues", "check_nodes"]
+__all__ = ["FrontierLost", "NodeQueues", "check_nodes"]
 
 # KEYS: seen, the owner's queue, this node's in-flight list; ARGV: fingerprint ('' when not
 # filtered), entry, the in-flight entry it replaces (''). 1 if queued, 0 if seen before.
@@ -131,22 +131,34 @@ class NodeQueues(Base):  # type: ignore[misc]  # scrapy-redis ships no type hint
         """Fix the crawl's number of nodes, or refuse a node started with another one."""
         check_nodes(self.server, self.crawl, self.nodes)
 
-    def work_left(self) -> int:
+    def work_left(self, registered: bool = False) -> int:
         """Requests queued or in flight on any node, read in one transaction; -1 while not all
-        nodes have registered (one that has not may still queue its start requests)."""
+        nodes have registered (one that has not may still queue its start requests).
+
+        ``registered``: this node has registered, so its absence means the crawl's keys are
+        gone (a Redis restarted without its data): :class:`FrontierLost`."""
         pipe = self.server.pipeline(transaction=True)
         pipe.scard(self.keys["nodes"])
+        pipe.sismember(self.keys["nodes"], self.node)
         for node in range(1, self.nodes + 1):
             for key in defaults.node_keys(self.crawl, node):
                 pipe.llen(key)
-        registered, *lengths = pipe.execute()
-        if registered < self.nodes:
+        count, member, *lengths = pipe.execute()
+        if registered and not member:
+            raise FrontierLost(
+                f"the crawl {self.crawl!r} is gone from its Redis (restarted without its data?)"
+            )
+        if count < self.nodes:
             return -1
         return int(sum(lengths))
 
     def clear(self) -> None:
         """Forget this node's queue and in-flight list."""
         self.server.delete(self.queue_key, self.inflight_key)
+
+
+class FrontierLost(Exception):
+    """The crawl's frontier cannot be used any more; the message says why, in one line."""
 
 
 def check_nodes(server: redis.Redis, crawl: str, nodes: int) -> None:

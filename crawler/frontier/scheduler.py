@@ -31,17 +31,26 @@ request it held is acknowledged, every second while it waits for the others, and
 ``NEARDUP_FRONTIER_SETTLE`` seconds after a look that found the crawl's lists empty; it closes
 if it is still idle and the lists are still empty (one transaction of ``LLEN`` a look).
 
+**Losing Redis.** A command that fails once its retries are spent (Redis gone for longer than
+``NEARDUP_FRONTIER_RETRIES`` allow, about half a minute), or a look that finds the crawl's keys
+gone (a Redis restarted without its data), stops the node: one line says so (logged as the
+crawl's failure, ``neardup_failure``), the spider closes, and from then on the scheduler asks
+Redis nothing (a request's entry stays in flight there; the next run of the node takes it back).
+
 Settings (defaults in :mod:`crawler.frontier.defaults`): ``NEARDUP_FRONTIER`` (the Redis URL),
 ``NEARDUP_FRONTIER_NODE`` (``"I/K"``), ``NEARDUP_FRONTIER_CRAWL`` (the crawl's name: its keys'
-prefix), ``NEARDUP_FRONTIER_SETTLE``. Stats: ``neardup/frontier/...``.
+prefix), ``NEARDUP_FRONTIER_SETTLE``, ``NEARDUP_FRONTIER_RETRIES``. Stats:
+``neardup/frontier/...``.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import weakref
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
@@ -50,7 +59,7 @@ from scrapy.utils.request import RequestFingerprinter
 
 from crawler.frontier import defaults
 from crawler.frontier.partition import check_crawl_name, parse_node
-from crawler.frontier.queue import NodeQueues
+from crawler.frontier.queue import FrontierLost, NodeQueues
 
 if TYPE_CHECKING:
     import redis
@@ -64,6 +73,31 @@ __all__ = ["FrontierScheduler"]
 logger = logging.getLogger(__name__)
 
 _SCHEDULERS: weakref.WeakKeyDictionary[Crawler, FrontierScheduler] = weakref.WeakKeyDictionary()
+_T = TypeVar("_T")
+
+
+def _until_lost(default: Any) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
+    """A scheduler method that gives ``default`` once Redis is lost, and loses it when Redis
+    fails it (module doc, *Losing Redis*)."""
+
+    def wrap(method: Callable[..., _T]) -> Callable[..., _T]:
+        @functools.wraps(method)
+        def guarded(self: FrontierScheduler, *args: Any, **kwargs: Any) -> _T:
+            import redis
+
+            if self.lost is None:
+                try:
+                    return method(self, *args, **kwargs)
+                except (redis.ConnectionError, redis.TimeoutError) as exc:
+                    self._lose(f"the crawl's Redis at {self.where} does not answer "
+                               f"({' '.join(str(exc).split()) or type(exc).__name__})")  # fmt: skip
+                except FrontierLost as exc:
+                    self._lose(str(exc))
+            return default
+
+        return guarded
+
+    return wrap
 
 
 class _AckOnFailure:
@@ -125,6 +159,11 @@ class FrontierScheduler(BaseScheduler):
         self._open_outputs: dict[bytes, bool] = {}
         #: URL → entries of the requests this node popped and has not acknowledged
         self._in_flight: dict[str, list[bytes]] = {}
+        #: why Redis cannot be used any more (module doc, *Losing Redis*), else None
+        self.lost: str | None = None
+        named = server.connection_pool.connection_kwargs
+        #: the server, to name it in a message
+        self.where = f"redis://{named.get('host', '')}:{named.get('port', '')}/{named.get('db', 0)}"
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
@@ -139,7 +178,8 @@ class FrontierScheduler(BaseScheduler):
             raise NotConfigured(f"{defaults.SETTING_CRAWL} (the crawl's name) is not set")
         node, nodes = parse_node(settings.get(defaults.SETTING_NODE, "1/1"))
         settle = settings.getfloat(defaults.SETTING_SETTLE, defaults.SETTLE_SECONDS)
-        server = client(url)  # a Redis restart is ridden out (crawler.frontier.connection)
+        retries = settings.getint(defaults.SETTING_RETRIES, defaults.RETRIES)
+        server = client(url, retries)  # a Redis restart is ridden out (.connection)
         scheduler = cls(
             server, crawl, node, nodes, settle=settle,
             fingerprinter=crawler.request_fingerprinter,
@@ -185,9 +225,23 @@ class FrontierScheduler(BaseScheduler):
         if request is not None:
             self.ack(request)
 
+    def _lose(self, line: str) -> None:
+        """Redis is lost: say so once, and close the spider."""
+        self.lost = line
+        logger.error("%s", line, extra={"neardup_failure": f"{line}: the node stopped"})
+        engine = self.crawler.engine if self.crawler is not None else None
+        if engine is not None and engine.spider is not None:
+            from scrapy.utils.asyncio import call_later
+            from scrapy.utils.defer import deferred_from_coro
+
+            call_later(0, lambda: deferred_from_coro(
+                engine.close_spider_async(reason="frontier_lost")))  # fmt: skip
+
+    @_until_lost(False)
     def has_pending_requests(self) -> bool:
         return self.queues is not None and len(self.queues) > 0
 
+    @_until_lost(False)
     def enqueue_request(self, request: Request) -> bool:
         """Queue ``request`` for its host's node, unless the crawl has seen it. A request that
         still carries an in-flight entry was made from that request by a downloader middleware
@@ -223,6 +277,7 @@ class FrontierScheduler(BaseScheduler):
         if own and request.headers.get("User-Agent") == own.encode():
             del request.headers["User-Agent"]
 
+    @_until_lost(None)
     def next_request(self) -> Request | None:
         assert self.queues is not None, "open() was not called"
         try:
@@ -242,6 +297,7 @@ class FrontierScheduler(BaseScheduler):
 
     # --- acknowledgement ---------------------------------------------------------------------
 
+    @_until_lost(None)
     def ack(self, request: Request) -> None:
         """The crawl is done with ``request``: its page is decided and committed (or it has no
         page). Its entry leaves the in-flight list, at once, or when its callback output is
@@ -252,6 +308,7 @@ class FrontierScheduler(BaseScheduler):
         if entry is not None and self._ack_entry(request.url, entry):
             del request.meta[defaults.ENTRY_META]  # so a second acknowledgement finds nothing
 
+    @_until_lost(None)
     def ack_url(self, url: str) -> None:
         """:meth:`ack` for the request of ``url`` that this node popped (the URL of a page
         item is its response's, which is its request's: a redirect's target has its own)."""
@@ -273,6 +330,7 @@ class FrontierScheduler(BaseScheduler):
         if entry is not None:
             self._open_outputs.setdefault(entry, False)
 
+    @_until_lost(None)
     def output_finished(self, request: Request, items: int) -> None:
         """The spider middleware: the output is consumed and held ``items`` items. Without
         items nobody else will acknowledge the request, so it is acknowledged now."""
@@ -308,7 +366,8 @@ class FrontierScheduler(BaseScheduler):
 
     # --- termination --------------------------------------------------------------------------
 
-    def _idle(self, spider: Spider) -> None:
+    @_until_lost(None)
+    def _idle(self, spider: Spider, **_: Any) -> None:  # (a signal handler: it gets them all)
         """Keep an idle node open until the whole crawl is finished (module doc)."""
         assert self.queues is not None
         if not self._registered:
@@ -334,6 +393,7 @@ class FrontierScheduler(BaseScheduler):
 
             self._second_look = call_later(seconds, self._look)
 
+    @_until_lost(None)
     def _look(self) -> None:
         """A look between heartbeats, by an idle node: once the last request it held was
         acknowledged, every ``IDLE_LOOK_SECONDS`` while it waits for the others, and
@@ -356,7 +416,7 @@ class FrontierScheduler(BaseScheduler):
         """True at the second of two looks, ``settle`` seconds apart or more, that both found
         every node registered and every queue and in-flight list empty."""
         assert self.queues is not None
-        if self.queues.work_left() != 0:
+        if self.queues.work_left(self._registered) != 0:
             self._empty_since = None
             return False
         now = time.monotonic()

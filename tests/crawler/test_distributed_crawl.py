@@ -10,6 +10,7 @@ import fcntl
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import redis as redis_module
 
 from crawler.cli import main
 from crawler.config import Config
@@ -32,6 +34,7 @@ from storage.nodes import CrawlNode
 from storage.records import DocumentRecord
 from storage.redis_index import RedisIndex
 from storage.store import Store
+from tests.redis_server import RedisServer
 from tests.crawler.mirror_site import (
     ROOT,
     MirrorSite,
@@ -430,3 +433,51 @@ def test_a_node_started_wrongly_is_told_in_one_line(redis_server, redis_client, 
     assert "threshold" in one_line_error(
         capsys, url, "--store", fresh, "--frontier", frontier, "--node", "2/3",
         "-s", "NEARDUP_FRONTIER_CRAWL=fixed", "--set", "dedup.threshold=0.8")
+
+
+# --- losing Redis -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["gone", "restarted_empty"])
+def test_a_node_that_loses_its_redis_stops_with_one_line(tmp_path, how):
+    """Node 1 of 2 has crawled its hosts and waits for node 2 (never started) when its Redis
+    goes away for good, or comes back without the crawl's data (no AOF): the node stops, says
+    why in one line, and exits with status 1 (its retries are set low to be quick)."""
+    executable = shutil.which("redis-server")
+    if executable is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(executable, tmp_path / "redis")
+    server.start()
+    out, store = tmp_path / "out.txt", tmp_path / "store"
+    node = None
+    try:
+        with MirrorSite(hosts_for(2, 1), articles=2).serving() as site:
+            command = node_command(site, server.url, 1, 2, store, NEARDUP_FRONTIER_RETRIES="3")
+            node = start_node(command, out)
+            waiting = f"neardup:{{{crawl_name([f'{b}/' for b in site.bases])}}}:nodes"
+            probe = redis_module.Redis.from_url(server.url)
+            deadline = time.monotonic() + 60
+            while not probe.sismember(waiting, 1):  # registered: idle, waiting for node 2
+                assert time.monotonic() < deadline and node.poll() is None, out.read_text()
+                time.sleep(0.05)
+            probe.close()
+            server.stop(kill=True)
+            if how == "restarted_empty":
+                for path in (tmp_path / "redis").iterdir():
+                    if path.name.startswith("append"):
+                        shutil.rmtree(path) if path.is_dir() else path.unlink()
+                server.start()
+            node.wait(timeout=30)
+    finally:
+        if node is not None and node.poll() is None:
+            node.kill()
+        server.stop()
+    text = out.read_text()
+    assert node.returncode == 1, text[-3000:]
+    errors = [line for line in text.splitlines() if line.startswith("neardup crawl: error: ")]
+    said = {"gone": f"the crawl's Redis at {server.url} does not answer (",
+            "restarted_empty": "is gone from its Redis (restarted without its data?)"}[how]
+    assert len(errors) == 1 and said in errors[0], text[-3000:]
+    assert errors[0].endswith(": the node stopped"), errors
+    assert "Traceback" not in text

@@ -17,6 +17,7 @@ writing, the store is opened read-only, the committed state is checked and nothi
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -106,6 +107,12 @@ def verify_store(path: str | os.PathLike[str], *, repair: bool = True) -> Verify
                 "another process is writing: checked the committed state only, repaired nothing"
             )
             tail = "being written"
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            report.notes.append(f"the store cannot be written ({exc.strerror}): checked it as "
+                                "it is, repaired nothing")  # fmt: skip
+            tail = "left by an interrupted write; verify on a writable store cuts it off"
     if store is None:
         store = Store.open(path, readonly=True)
     with store:

@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 import struct
+import subprocess
 
 import lmdb
 import pytest
@@ -308,3 +309,25 @@ def test_help_teaches(capsys):
     out = capsys.readouterr().out
     assert "Exit status: 0 if the store is consistent" in out
     assert "--no-repair" in out and "--store DIR" in out
+
+
+def test_a_store_on_a_read_only_file_system_is_checked_as_it_is(tmp_path, capsys):
+    """A real read-only mount (tmpfs, remounted ro; skipped where this process may not mount):
+    verify checks the store and says it repaired nothing, instead of failing to take the
+    writer's lock."""
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)],
+                      capture_output=True, check=False).returncode != 0:  # fmt: skip
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        with Store.open(mount / "store") as store, store.batch():
+            store.put_document(0, DocumentRecord("http://a.test/", "skipped", 1.0))
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        assert main(["verify", "--store", str(mount / "store")]) == 0
+        out = capsys.readouterr().out
+        assert "consistent" in out
+        assert "note: the store cannot be written (Read-only file system): checked it as it " \
+               "is, repaired nothing" in out
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)

@@ -149,9 +149,12 @@ class StoreWork:
         self._batch_started = 0.0
         self._batch_items = 0
         self._queued: list[dict[str, Any]] = []
-        #: the decisions this run counted before that the queued lines replace (a copy decided
-        #: again after its own request was decided): a summary counts pages, not lines
-        self._replaced: list[str] = []
+        #: what this process counted before of the URLs the queued lines decide again (a copy
+        #: decided again after its own request was): their decision, and the change to take
+        #: back (None: keep it, the URL's content did not change); a summary counts pages
+        self._replaced: list[tuple[str, str | None]] = []
+        #: the queued re-decisions (by ``id``) of URLs whose change this process counted before
+        self._recounted: set[int] = set()
         self._told_foreign = False
         #: the store's crawl run (storage.history): set when the store is opened
         self.run = 0
@@ -244,8 +247,8 @@ class StoreWork:
                 return self._already_decided(page, prior)
             # decided earlier in this run from what its URL served before (a re-decision, or
             # the run a kill interrupted): its body now is another, decided as a change
-            if self._counted_here(prior):
-                self._replaced.append(prior.record.decision)
+            if self._counted_here(prior):  # as an unchanged copy decided again
+                self._replaced.append((prior.record.decision, "unchanged"))
         elif awaiting and not has_body:
             return self._already_decided(page, prior)  # type: ignore[arg-type]
         if page.run is None and prior is not None and prior.state is not None:
@@ -537,8 +540,10 @@ class StoreWork:
                     store.put_text(again.new_doc, text)
             key = url_key(old.url)
             state = store.history.get(key)
+            entry = self._redecision_entry(old, again, cause, what)
             if self._counted_here(Prior(again.old_doc, old, state)):
-                self._replaced.append(old.decision)
+                self._replaced.append((old.decision, None))
+                self._recounted.add(id(entry))
             self._redecided_keys.add(key)
             awaiting = kind == "kept"
             # decided in this run: its own request, later in the run, passes it over (an
@@ -553,7 +558,7 @@ class StoreWork:
                 state = replace(state, run=self.run, doc_id=again.new_doc,
                                 awaiting_body=awaiting, duplicate_run=own_run)  # fmt: skip
             store.history.put(key, state)
-            self.queue(self._redecision_entry(old, again, cause, what))
+            self.queue(entry)
             self._batch_items += 1
         return tuple(fetch)
 
@@ -975,7 +980,11 @@ class StoreWork:
             self.spent("store", time.perf_counter() - started)
         queued, self._queued = self._queued, []
         replaced, self._replaced = self._replaced, []
-        self.tally.decisions.subtract(replaced)
+        recounted, self._recounted = self._recounted, set()
+        for decision, change in replaced:
+            self.tally.decisions[decision] -= 1
+            if change is not None:
+                self.tally.changes[change] -= 1
         self._durable.extend(entry["url"] for entry in queued if not entry.get("redecided"))
         for entry in queued:
             if entry.get("refetched"):  # the body of a page decided (and counted) before
@@ -983,7 +992,7 @@ class StoreWork:
             self.tally.decisions[entry["decision"]] += 1
             if entry.get("redecided"):
                 self.tally.changes["redecided"] += 1
-            elif entry.get("change"):
+            if entry.get("change") and id(entry) not in recounted:
                 self.tally.changes[entry["change"]] += 1
             if entry["decision"] == "skipped":
                 self.tally.skipped[entry["reason"] or "unknown"] += 1
@@ -1009,6 +1018,7 @@ class StoreWork:
         self.tally.not_committed += len(self._queued) + len(self.pending)
         self._queued.clear()
         self._replaced.clear()
+        self._recounted.clear()
         self.pending.clear()
 
     def abort(self) -> None:

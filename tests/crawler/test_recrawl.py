@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -148,6 +149,10 @@ def test_every_url_s_change_decision_and_cluster_after_the_site_changed(site):
     _check_second_run(site, second, first)
     changes = second["summary"]["changes"]
     assert changes["gone"] == 2 and changes["new"] == 2 and changes["redecided"] == 2
+    # the summary counts each URL once, by what changed for it (as its last line says)
+    kinds = ("new", "unchanged", "changed", "gone")
+    by_line = Counter(line["change"] for line in second["lines"].values())
+    assert {k: changes[k] for k in kinds} == {k: by_line[k] for k in kinds}
     # the two orphans were decided again once, right after the page they duplicated
     redecided = [e for e in read_log(site.store / "logs") if e.get("redecided")]
     assert sorted(e["url"] for e in redecided) == sorted(
@@ -335,6 +340,8 @@ def test_copies_of_a_changed_page_are_decided_again_once_and_keep_that_decision(
     summary = site.crawl(site.v2, site.v1, late=late)
     assert summary["decided"] == 4, summary
     assert _decisions(summary) == {"kept": 2, "exact_duplicate": 1, "near_duplicate": 1}, summary
+    assert summary["changes"] == {"new": 0, "unchanged": 3, "changed": 1, "gone": 0,
+                                  "redecided": 2}, summary  # fmt: skip
     second = site.lines(2)
     lines = [second[path] for path in COPIES]
     if late == "page":  # first as they were, unchanged
@@ -366,6 +373,8 @@ def test_copies_that_changed_with_their_page_are_decided_by_what_they_serve_now(
     summary = site.crawl(site.v2, site.v2)
     assert summary["decided"] == 4, summary
     assert _decisions(summary) == {"kept": 2, "exact_duplicate": 2}, summary
+    assert summary["changes"] == {"new": 0, "unchanged": 1, "changed": 3, "gone": 0,
+                                  "redecided": 2}, summary  # fmt: skip
     second = site.lines(2)
     for path in COPIES:
         last = second[path][-1]

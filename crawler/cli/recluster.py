@@ -36,11 +36,13 @@ DESCRIPTION = """\
 Re-cluster a corpus with Broder's greedy clustering: each document, in input order, joins the
 most resembling earlier cluster at or above --threshold, or starts a new one.
 
-Inputs (any mix, processed in the order given): --store DIR (the kept pages of a crawl;
-repeated, the stores of a distributed crawl's nodes, read in the crawl's order), --warc FILE... (WARC or WARC.gz; HTML responses canonicalised exactly as the crawler does),
---jsonl FILE... (one JSON object per line; --id-field and --text-field name the fields),
---html PATH... (HTML files, and the .html/.htm files under directories, such as a mirror made
-with wget --mirror; each page's id is its path).
+Inputs (any mix; read in this order, whatever the order on the command line, and the files of
+each kind in the order given): --store DIR (the kept pages of a crawl; repeated, the stores of
+a distributed crawl's nodes, read in the crawl's order), --warc FILE... (WARC or WARC.gz; HTML
+responses canonicalised exactly as the crawler does), --jsonl FILE... (one JSON object per
+line; --id-field and --text-field name the fields), --html PATH... (HTML files, and the
+.html/.htm files under directories, such as a mirror made with wget --mirror; each page's id
+is its path).
 
 Output: -o clusters.jsonl, one line per document:
   {"id": ..., "cluster": 7, "representative": false, "resemblance": 0.93, "decision": ...}
@@ -192,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
         _check_diff(args, config, manifest)
     for flag, attr, engine in ENGINE_OPTIONS:
         if engine != args.engine and getattr(args, attr) not in _UNSET:
+            if attr == "exact_cap" and args.exact_cap is False:
+                flag = "--no-exact-cap"
             raise UserError(f"{flag} needs --engine spark" if engine == "spark" else
                             f"{flag} is an option of --engine local (Spark sizes its own work)")
     if args.engine == "spark":

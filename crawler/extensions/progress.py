@@ -44,6 +44,8 @@ def progress_line(stats: dict[str, Any], rate: float, queued: int | None = None)
     ...                "neardup/near_duplicate": 2, "neardup/skipped": 1,
     ...                "scheduler/enqueued": 30, "scheduler/dequeued": 13}, 3.25)
     '12 pages  3.2/s | kept 7 | dropped 2 (exact 0, near 2) | skipped 1 | queued 17'
+    >>> progress_line({"neardup/frontier/waiting_for": "3/3 of crawl docs"}, 0.0)[-54:]
+    'queued 0 | waiting for node 3/3 of crawl docs to start'
     """
     pages = stats.get("response_received_count", 0)
     kept = stats.get("neardup/kept", 0)
@@ -59,7 +61,11 @@ def progress_line(stats: dict[str, Any], rate: float, queued: int | None = None)
     already = stats.get("neardup/already_decided", 0)
     if already:
         line += f" | already decided {already:,}"
-    return f"{line} | queued {queued:,}"
+    line += f" | queued {queued:,}"
+    waiting = stats.get("neardup/frontier/waiting_for")  # crawler.frontier.scheduler
+    if waiting:
+        line += f" | waiting for node {waiting} to start"
+    return line
 
 
 class ProgressLine:

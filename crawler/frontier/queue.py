@@ -152,6 +152,11 @@ class NodeQueues(Base):  # type: ignore[misc]  # scrapy-redis ships no type hint
             return -1
         return int(sum(lengths))
 
+    def unregistered(self) -> list[int]:
+        """The nodes of the crawl that have not registered yet (not started, or starting)."""
+        registered = {int(n) for n in self.server.smembers(self.keys["nodes"])}
+        return [n for n in range(1, self.nodes + 1) if n not in registered]
+
     def clear(self) -> None:
         """Forget this node's queue and in-flight list."""
         self.server.delete(self.queue_key, self.inflight_key)

@@ -68,7 +68,10 @@ if TYPE_CHECKING:
     from scrapy.utils.request import RequestFingerprinterProtocol
     from twisted.python.failure import Failure
 
-__all__ = ["FrontierScheduler"]
+__all__ = ["WAITING_STAT", "FrontierScheduler"]
+
+#: the stat an idle node keeps of the nodes it waits for to start (``"2/3, 3/3 of crawl N"``)
+WAITING_STAT = "neardup/frontier/waiting_for"
 
 logger = logging.getLogger(__name__)
 
@@ -289,6 +292,7 @@ class FrontierScheduler(BaseScheduler):
         if popped is None:
             return None
         request, entry = popped
+        self._waiting_for("")  # busy: whoever queued it has started
         request.meta[defaults.ENTRY_META] = entry
         self._in_flight.setdefault(request.url, []).append(entry)
         request.errback = _AckOnFailure(self, request.errback, request.url)
@@ -416,7 +420,10 @@ class FrontierScheduler(BaseScheduler):
         """True at the second of two looks, ``settle`` seconds apart or more, that both found
         every node registered and every queue and in-flight list empty."""
         assert self.queues is not None
-        if self.queues.work_left(self._registered) != 0:
+        left = self.queues.work_left(self._registered)
+        missing = self.queues.unregistered() if left == -1 else []
+        self._waiting_for(", ".join(f"{n}/{self.nodes}" for n in missing))
+        if left != 0:
             self._empty_since = None
             return False
         now = time.monotonic()
@@ -424,6 +431,11 @@ class FrontierScheduler(BaseScheduler):
             self._empty_since = now
             return False
         return now - self._empty_since >= self.settle
+
+    def _waiting_for(self, nodes: str) -> None:
+        """Keep the nodes this one waits for to start in the stats (the progress line)."""
+        if self.stats is not None and (nodes or self.stats.get_value(WAITING_STAT)):
+            self.stats.set_value(WAITING_STAT, f"{nodes} of crawl {self.crawl}" if nodes else "")
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self.stats is not None and count:

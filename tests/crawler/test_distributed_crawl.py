@@ -481,3 +481,8 @@ def test_a_node_that_loses_its_redis_stops_with_one_line(tmp_path, how):
     assert len(errors) == 1 and said in errors[0], text[-3000:]
     assert errors[0].endswith(": the node stopped"), errors
     assert "Traceback" not in text
+    ended = json.JSONDecoder().raw_decode(text[text.index("{"):])[0]
+    assert ended["error"] == errors[0].removeprefix("neardup crawl: error: ")
+    # what its progress line said while it waited
+    crawl = crawl_name([f"{b}/" for b in site.bases])
+    assert ended["stats"]["neardup/frontier/waiting_for"] == f"2/2 of crawl {crawl}"

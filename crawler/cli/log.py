@@ -22,9 +22,10 @@ from crawler.review.log import (
     latest_run,
     parse_since,
 )
-from crawler.review.stores import distinct
+from crawler.review.stores import distinct, open_stores
 from crawler.review.textdiff import truncate_middle, width_of
 from crawler.review.urls import common_origin, printed
+from storage.errors import StoreError
 from storage.records import DECISIONS
 
 HELP = "list the decisions of a store's crawls (kept, dropped and why), filtered"
@@ -119,11 +120,17 @@ def _names(values: list[str]) -> list[str]:
 
 
 def store_paths(args: argparse.Namespace) -> list[Path]:
-    """The ``--store`` directories (the configuration's store without one), each once."""
+    """The ``--store`` directories (the configuration's store without one), each once; several
+    must be the stores of one crawl's nodes (the only look at their indexes: the log itself
+    is read from the log files alone)."""
     try:
-        return distinct(args.store or [resolve_config(args).store])
-    except ValueError as exc:
+        paths = distinct(args.store or [resolve_config(args).store])
+        if len(paths) > 1:
+            with open_stores(paths):
+                pass
+    except (ValueError, StoreError) as exc:
         raise UserError(str(exc)) from None
+    return paths
 
 
 def build_filter(args: argparse.Namespace, stores: list[Path]) -> LogFilter:

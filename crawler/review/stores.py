@@ -14,6 +14,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from storage.errors import StoreMismatchError
+from storage.nodes import check_one_crawl
 from storage.store import Store
 
 __all__ = ["distinct", "open_stores"]
@@ -39,12 +40,14 @@ def open_stores(paths: Sequence[str | os.PathLike[str]]) -> Iterator[list[Store]
     """The stores at ``paths``, open read-only, closed on exit.
 
     Raises :class:`~storage.errors.StoreMismatchError` naming the first parameter where a store
-    differs from the first one, and whatever :meth:`Store.open` raises for a path that is not a
-    store.
+    differs from the first one, or a store that is not a node of the same crawl as the others
+    (:func:`storage.nodes.check_one_crawl`, as ``recluster`` checks them), and whatever
+    :meth:`Store.open` raises for a path that is not a store.
     """
     with ExitStack() as stack:
         stores = [stack.enter_context(Store.open(path, readonly=True)) for path in paths]
         _check_alike(stores)
+        check_one_crawl(stores)
         yield stores
 
 

@@ -27,6 +27,7 @@ from dedup.canonical import document_tokens
 from dedup.document import DocumentSketch, Sketcher
 from dedup.estimators import estimate
 from dedup.html_text import charset_of
+from storage.nodes import CrawlNode
 from storage.records import DocumentRecord
 from storage.store import Store
 from storage.texts import stored_text
@@ -284,8 +285,9 @@ def split_into_nodes(source: Path, nodes: list[Path], node_of: Callable[[str], i
                   for path in nodes]  # fmt: skip
         written: list[list[dict[str, Any]]] = [[] for _ in nodes]
         with ExitStack() as batches:
-            for store in opened:
+            for k, store in enumerate(opened, 1):  # each a node of one crawl, as a node records
                 batches.enter_context(store.batch())
+                store.join_crawl(CrawlNode("split", k, len(opened)))
             for order, line in enumerate(lines):
                 n = node_of(line["url"])
                 node = opened[n]

@@ -237,3 +237,16 @@ def test_stores_of_other_parameters_are_refused_in_one_line(nodes, tmp_path, cap
     for command in (["report", "-q"], ["explain", "/walks/"], ["log"]):
         assert main([*command, *twice]) == 2
         assert "is given twice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["log", "report", "explain"])
+def test_stores_that_are_not_the_nodes_of_one_crawl_are_refused_in_one_line(
+    nodes, command, capsys, tmp_path
+):
+    """A node's store with a single machine's store (or with itself under another name) is
+    not one crawl: each review command refuses, as recluster does."""
+    node1, whole = nodes["stores"][0], nodes["whole"]
+    extra = {"log": [], "report": ["-o", str(tmp_path / "r.html")], "explain": ["/"]}[command]
+    assert main([command, *extra, "--store", str(node1), "--store", str(whole)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"store {whole} holds a single-machine crawl" in err, err

@@ -393,10 +393,12 @@ class RedisIndex:
         stored = pipe.execute()[-1]
         for (name, value), have in zip(wanted.items(), stored):
             if have != value:
+                what = f"{name.decode()} {have.decode()}, not {value.decode()}"
+                if name == b"params":
+                    what = _differences(json.loads(have), json.loads(value))
                 raise ValueError(
-                    f"the Redis index {self.prefix!r} was made with {name.decode()} "
-                    f"{have.decode()}, not {value.decode()}: use the same parameters on every "
-                    "node, or another crawl name"
+                    f"the Redis index {self.prefix!r} was made with {what}: use the same "
+                    "parameters on every node, or another crawl name"
                 )
 
     # --- the transaction --------------------------------------------------------------------
@@ -777,3 +779,25 @@ def _check_cluster_id(cluster_id: int) -> None:
         raise KeyError(f"no cluster {cluster_id!r}")
     if not 0 <= cluster_id < 2**63:
         raise KeyError(f"no cluster {cluster_id}")
+
+
+def _differences(made: Any, given: Any) -> str:
+    """The parameters that differ, as ``name made, not given`` (dotted names), the first three.
+
+    >>> _differences({"dedup": {"threshold": 0.9, "cap": 64}}, {"dedup": {"threshold": 0.8,
+    ...              "cap": 64}})
+    'dedup.threshold 0.9, not 0.8'
+    """
+
+    def flat(value: Any, prefix: str = "") -> dict[str, Any]:
+        if not isinstance(value, dict):
+            return {prefix: value}
+        out: dict[str, Any] = {}
+        for key, inner in value.items():
+            out.update(flat(inner, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+
+    a, b = flat(made), flat(given)
+    names = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    said = "; ".join(f"{k} {json.dumps(a.get(k))}, not {json.dumps(b.get(k))}" for k in names[:3])
+    return said + (f" (and {len(names) - 3} more)" if len(names) > 3 else "")

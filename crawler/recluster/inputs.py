@@ -445,8 +445,20 @@ def read_store(paths: StorePaths) -> Iterator[SourceDocument]:
     with crawl_stores(paths) as stores:
         for k, _, record in in_crawl_order(stores):
             if record.page is not None:
-                page = stores[k].read_page(record.page)
-                yield store_page_document(page.url, page.headers, page.body)
+                yield stored_page(stores[k], record.url, record.page)
+
+
+def stored_page(store: Any, url: str, location: Any) -> SourceDocument:
+    """A kept page of ``store`` as a document; one whose record cannot be read (a damaged WARC
+    file, which ``neardup verify`` checks) is skipped as unreadable, the file named, and the
+    run goes on."""
+    try:
+        page = store.read_page(location)
+    except Exception as exc:  # noqa: BLE001 - damaged bytes make warcio raise anything
+        where = Path(store.path) / "pages" / location.file
+        why = f"unreadable ({type(exc).__name__} in {where})"
+        return SourceDocument(url, "html", b"", skip_reason=why)
+    return store_page_document(page.url, page.headers, page.body)
 
 
 def store_page_document(url: str, headers: list[tuple[str, str]], body: bytes) -> SourceDocument:

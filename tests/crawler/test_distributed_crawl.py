@@ -430,7 +430,7 @@ def test_a_node_started_wrongly_is_told_in_one_line(redis_server, redis_client, 
     assert "runs on 3 nodes; this node was started as one of 4" in one_line_error(
         capsys, url, "--store", fresh, "--frontier", frontier, "--node", "1/4",
         "-s", "NEARDUP_FRONTIER_CRAWL=fixed")
-    assert "threshold" in one_line_error(
+    assert "was made with dedup.threshold 0.9, not 0.8: use the same" in one_line_error(
         capsys, url, "--store", fresh, "--frontier", frontier, "--node", "2/3",
         "-s", "NEARDUP_FRONTIER_CRAWL=fixed", "--set", "dedup.threshold=0.8")
 

@@ -27,6 +27,7 @@ from warcio.warcwriter import WARCWriter
 from crawler.cli import main
 from crawler.recluster.inputs import BrokenInput, InputError, read_jsonl, read_warc_stream
 from crawler.recluster.spark.tasks import Task, read_task, tasks
+from dedup.params import SketchParams
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "crawler" / "demo" / "site"
@@ -325,3 +326,24 @@ def test_json_lines_that_python_cannot_nest_or_that_hold_a_bare_cr_or_a_bom(tmp_
     task = Task(0, "jsonl", str(path))
     assert [(d.id, d.skip_reason) for d in read_task(task)] == local
     assert [(d.id, d.skip_reason) for d in read_task(task, path.read_bytes())] == local
+
+
+def test_a_store_whose_warc_file_is_cut_keeps_the_pages_before_the_cut(tmp_path, capsys):
+    """A store's WARC file cut in half (a damaged disk): the pages before the cut are
+    clustered, each page after it is skipped as unreadable with the file named, and the run
+    goes on, as on Spark (both read a store's pages with one function)."""
+    from tests.crawler.test_recluster import crawl_into_store, store_pages
+
+    store = tmp_path / "store"
+    kept = crawl_into_store(store, store_pages(seed=5, groups=20, kinds=("base", "far")),
+                            SketchParams(), 0.9)  # fmt: skip
+    (warc,) = (store / "pages").glob("*.warc.gz")
+    warc.write_bytes(warc.read_bytes()[: warc.stat().st_size // 2])
+    code = main(["recluster", "--store", str(store), "-o", str(tmp_path / "c.jsonl"), "--json",
+                 "-q", "-j", "1"])  # fmt: skip
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0
+    reason = f"unreadable (PageReadError in {warc})"
+    assert set(summary["skipped"]) == {reason}, summary["skipped"]
+    unread = summary["skipped"][reason]
+    assert 0 < unread < len(kept) and summary["summary"]["documents"] == len(kept) - unread

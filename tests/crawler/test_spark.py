@@ -856,8 +856,8 @@ def test_wrong_options_missing_java_and_bad_masters_are_one_line_errors(
     assert "--partitions" in error(capsys, *spark_run, "--partitions", "0")
     assert "--engine spark" in error(capsys, "--jsonl", str(path), "--output-format", "parquet")
     assert "--engine spark" in error(capsys, "--jsonl", str(path), "--master", "local[2]")
-    for exact in ("--exact-cap", "--no-exact-cap"):
-        assert "--exact-cap needs --engine spark" in error(capsys, "--jsonl", str(path), exact)
+    for exact in ("--exact-cap", "--no-exact-cap"):  # named as given
+        assert f"{exact} needs --engine spark" in error(capsys, "--jsonl", str(path), exact)
     assert "not a Spark master" in error(capsys, *spark_run, "--master", "lokal[2]")
     assert "--spark-conf needs --engine spark" in error(
         capsys, "--jsonl", str(path), "--spark-conf", "spark.driver.memory=2g")

@@ -35,7 +35,7 @@ from crawler.recluster.inputs import (
     read_jsonl_lines,
     read_warc,
     read_warc_stream,
-    store_page_document,
+    stored_page,
 )
 
 __all__ = [
@@ -227,13 +227,7 @@ def read_task(task: Task, content: bytes | None = None) -> Iterator[SourceDocume
 def _read_store_pages(task: Task, items: tuple[Any, ...]) -> Iterator[SourceDocument]:
     with crawl_stores([task.located(path) for path in task.stores]) as stores:
         for k, url, location in items:
-            try:
-                page = stores[k].pages.read(location)
-            except Exception as exc:
-                why = f"unreadable ({type(exc).__name__})"
-                yield SourceDocument(url, "html", b"", skip_reason=why)
-                continue
-            yield store_page_document(page.url, page.headers, page.body)
+            yield stored_page(stores[k], url, location)
 
 
 def _read_diff_documents(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gzip
 import io
 import json
 import os
@@ -328,13 +329,22 @@ def read_jsonl_file(
     """The documents of the JSON Lines file at ``path``, named ``name`` in ids and errors (an
     executor opens a file where the driver's path leads, and names it as the user did)."""
     try:
-        # lines end at "\n" only: a bare "\r" is whitespace inside a JSON text; a byte-order
-        # mark before the first line is not part of it
-        stream = open(path, encoding="utf-8-sig", errors="replace", newline="\n")
+        with open(path, "rb") as head:
+            gzipped = head.read(2) == GZIP_MAGIC
+        stream = (gzip.open if gzipped else open)(path, "rt", **JSONL_TEXT)
     except OSError as exc:
         raise InputError(f"cannot read {name}: {exc.strerror}") from None
     with stream:
-        yield from read_jsonl_lines(stream, name, id_field, text_field)
+        try:
+            yield from read_jsonl_lines(stream, name, id_field, text_field)
+        except (OSError, EOFError, zlib.error) as exc:  # a gzip file cut short or damaged
+            raise InputError(f"{name}: the gzip data breaks off ({exc})") from None
+
+
+#: how a JSON Lines file is read as text (plain or gzipped): lines end at "\n" only (a bare
+#: "\r" is whitespace inside a JSON text), a byte-order mark is not part of the first line
+JSONL_TEXT: dict[str, Any] = {"encoding": "utf-8-sig", "errors": "replace", "newline": "\n"}
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 def read_jsonl_lines(

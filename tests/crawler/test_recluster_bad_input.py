@@ -347,3 +347,21 @@ def test_a_store_whose_warc_file_is_cut_keeps_the_pages_before_the_cut(tmp_path,
     assert set(summary["skipped"]) == {reason}, summary["skipped"]
     unread = summary["skipped"][reason]
     assert 0 < unread < len(kept) and summary["summary"]["documents"] == len(kept) - unread
+
+
+def test_gzipped_json_lines_read_as_the_plain_file_and_a_cut_one_is_named(tmp_path):
+    """corpus.jsonl.gz is read as corpus.jsonl is (ids name the file as given), where it is
+    and from the bytes Spark reads; gzip data that breaks off is one line naming the file."""
+    docs = [{"id": f"d{n}", "text": f"document {n} " + "word " * n} for n in range(200)]
+    plain = tmp_path / "corpus.jsonl"
+    plain.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    packed = tmp_path / "corpus.jsonl.gz"
+    packed.write_bytes(gzip_module.compress(plain.read_bytes()))
+    read = [(d.id, d.content) for d in read_jsonl([plain])]
+    assert [(d.id, d.content) for d in read_jsonl([packed])] == read
+    task = Task(0, "jsonl", str(packed))
+    assert [(d.id, d.content) for d in read_task(task, packed.read_bytes())] == read
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(packed.read_bytes()[: packed.stat().st_size // 2])
+    with pytest.raises(InputError, match=f"^{cut}: the gzip data breaks off"):
+        list(read_jsonl([cut]))

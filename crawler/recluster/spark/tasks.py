@@ -13,6 +13,7 @@ directory (:meth:`Task.located`), while ids keep the path as given, as the local
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 from collections.abc import Iterable, Iterator
@@ -23,6 +24,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from crawler.recluster.inputs import (
+    GZIP_MAGIC,
+    JSONL_TEXT,
     FileContent,
     InputError,
     SourceDocument,
@@ -204,8 +207,9 @@ def read_task(task: Task, content: bytes | None = None) -> Iterator[SourceDocume
                 yield from read_warc([task.located(task.path)])
         elif task.kind == "jsonl":
             if content is not None:
-                text = io.TextIOWrapper(io.BytesIO(content), encoding="utf-8-sig",
-                                        errors="replace", newline="\n")  # as read_jsonl_file
+                if content[:2] == GZIP_MAGIC:
+                    content = gzip.decompress(content)
+                text = io.TextIOWrapper(io.BytesIO(content), **JSONL_TEXT)  # as read_jsonl_file
                 yield from read_jsonl_lines(text, task.path, task.id_field, task.text_field)
             else:
                 yield from read_jsonl_file(task.located(task.path), task.path, task.id_field,

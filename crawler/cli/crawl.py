@@ -259,6 +259,8 @@ class CrawlOutcome:
     #: True when the session committed everything it decided
     clean: bool = True
     resumed: bool = False
+    #: the store's crawl run was begun by an earlier command (stopped or killed)
+    run_resumed: bool = False
     notes: list[str] = field(default_factory=list)
     #: why the crawl stopped early, in one line (a store that could not be written), or None
     error: str | None = None
@@ -311,6 +313,7 @@ class CrawlOutcome:
             "reason": self.reason,
             "interrupted": self.interrupted,
             "resumed": self.resumed,
+            "run_resumed": self.run_resumed,
             "seconds": round(self.seconds, 3),
             "responses": self.stats.get("response_received_count", 0),
             "response_bytes": self.stats.get("downloader/response_bytes", 0),
@@ -362,6 +365,9 @@ class CrawlOutcome:
                 f"{c.get('new', 0):,} new; {c.get('redecided', 0):,} decided again as their "
                 "kept page changed"
             )
+            if self.run_resumed:  # the counts are this command's, the log has the whole run's
+                lines.append(f"  (this command's part of run {self.crawl_run}; all of it: "
+                             f"neardup log --run {self.crawl_run} --store {self.store})")  # fmt: skip
         held = self.links_not_followed
         if held["duplicate_budget"]:
             pages = held["duplicate_budget_pages"]
@@ -702,6 +708,7 @@ def _run_scrapy(
             outcome.skipped = dict(session.tally.skipped)
             outcome.already_decided = session.tally.already_decided
             outcome.changes = dict(session.tally.changes)
+            outcome.run_resumed = session.tally.run_resumed
             outcome.crawl_run = int(outcome.stats.get("neardup/crawl_run", 0))
             outcome.not_committed = session.tally.not_committed
             outcome.log = session.log.path if session.log is not None else outcome.log

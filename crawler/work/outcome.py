@@ -39,6 +39,9 @@ class Tally:
     #: what changed since the store's last run: new, unchanged, changed, gone, and the pages
     #: decided again because the kept page they duplicated changed (redecided)
     changes: Counter[str] = field(default_factory=Counter)
+    #: the crawl run was begun by an earlier process (killed or stopped): the counts are this
+    #: process's part of it
+    run_resumed: bool = False
 
 
 @dataclass(frozen=True)

@@ -191,6 +191,7 @@ class StoreWork:
             self.run = run.number
             if resumed:  # what the killed process decided is not in this one's tally
                 self._counted_since = self._made_at
+                self.tally.run_resumed = True
         return list(store.repairs)
 
     # --- the steps ----------------------------------------------------------------------------

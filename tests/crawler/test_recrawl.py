@@ -149,6 +149,7 @@ def test_every_url_s_change_decision_and_cluster_after_the_site_changed(site):
     _check_second_run(site, second, first)
     changes = second["summary"]["changes"]
     assert changes["gone"] == 2 and changes["new"] == 2 and changes["redecided"] == 2
+    assert second["summary"]["run_resumed"] is False
     # the summary counts each URL once, by what changed for it (as its last line says)
     kinds = ("new", "unchanged", "changed", "gone")
     by_line = Counter(line["change"] for line in second["lines"].values())
@@ -277,6 +278,7 @@ def test_a_recrawl_killed_mid_way_resumes_to_the_same_classification(tmp_path):
     resumed = site.crawl(2)  # the same command, once the kill is over
     assert resumed["summary"]["crawl_run"] == 2
     assert resumed["summary"]["already_decided"] > 0  # what the killed run committed
+    assert resumed["summary"]["run_resumed"] is True  # its counts are this command's part
     resumed["lines"] = last_lines(site.store, 2)
     _check_second_run(site, resumed, site.runs[0])
     assert verify_store(site.store).ok

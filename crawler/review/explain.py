@@ -344,7 +344,12 @@ def explain(
             original = _facts(original_store, original_id, original_record, notes, "the original")
             comparison = _compare(store, page, original_store, original, notes)
         else:
-            notes.append("the page it duplicated could not be found in the store")
+            named = (log or {}).get("duplicate_of")
+            what = f"the page it duplicated ({named})" if named else "the page it duplicated"
+            where = "these stores" if elsewhere else "the store"
+            hint = ("" if elsewhere or store.crawl_node is None else
+                    ": a node's store; give the other nodes' stores too (--store repeated)")
+            notes.append(f"{what} could not be found in {where}{hint}")
     several = bool(elsewhere)
     return Explanation(
         page=page,

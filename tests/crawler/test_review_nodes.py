@@ -250,3 +250,14 @@ def test_stores_that_are_not_the_nodes_of_one_crawl_are_refused_in_one_line(
     assert main([command, *extra, "--store", str(node1), "--store", str(whole)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"store {whole} holds a single-machine crawl" in err, err
+
+
+def test_explain_on_one_node_names_the_page_in_another_node_s_store(nodes, capsys):
+    """A copy dropped on node 2 of a page node 1 kept, explained from node 2's store alone: the
+    note names the page and says where to find it."""
+    line = next(e for e in nodes["lines"] if e["decision"] == "exact_duplicate"
+                and node_of(e["url"]) == 1 and node_of(e["duplicate_of"]) == 0)  # fmt: skip
+    assert main(["explain", line["url"], "--store", str(nodes["stores"][1])]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert (f"note: the page it duplicated ({line['duplicate_of']}) could not be found in the "
+            "store: a node's store; give the other nodes' stores too (--store repeated)") in out

@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+from crawler.frontier.defaults import RETRIES
+
 if TYPE_CHECKING:
     import redis
 
@@ -24,9 +26,9 @@ MIN_VERSION = (6, 2)
 CHECK_TIMEOUT = 3.0
 
 
-def client(url: str, retries: int = 40) -> redis.Redis:
-    """A client of the Redis at ``url`` whose commands are retried through a restart (40
-    retries, with back-off of up to a second: about half a minute)."""
+def client(url: str, retries: int = RETRIES) -> redis.Redis:
+    """A client of the Redis at ``url`` whose commands are retried through a restart (by
+    default 40 retries, with back-off of up to a second: about half a minute)."""
     import redis
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry

@@ -40,9 +40,9 @@ Inputs (any mix; read in this order, whatever the order on the command line, and
 each kind in the order given): --store DIR (the kept pages of a crawl; repeated, the stores of
 a distributed crawl's nodes, read in the crawl's order), --warc FILE... (WARC or WARC.gz; HTML
 responses canonicalised exactly as the crawler does), --jsonl FILE... (one JSON object per
-line, plain or gzipped; --id-field and --text-field name the fields), --html PATH... (HTML files, and the
-.html/.htm files under directories, such as a mirror made with wget --mirror; each page's id
-is its path).
+line, plain or gzipped; --id-field and --text-field name the fields), --html PATH... (HTML
+files, and the .html/.htm files under directories, such as a mirror made with wget --mirror;
+each page's id is its path).
 
 Output: -o clusters.jsonl, one line per document:
   {"id": ..., "cluster": 7, "representative": false, "resemblance": 0.93, "decision": ...}

@@ -297,10 +297,10 @@ def _gzipped_whole(stream: IO[bytes], limit: int = 1 << 20) -> bool:
     """Whether a gzipped WARC file's first gzip member goes on past its first record (a
     ``.warc.gz`` made by ``gzip``, which warcio reads no further than that record): a second
     record begins within the member's first ``limit`` bytes. Leaves ``stream`` at its start."""
-    if stream.read(2) != b"\x1f\x8b":
-        stream.seek(0)
-        return False
+    gzipped = stream.read(2) == GZIP_MAGIC
     stream.seek(0)
+    if not gzipped:
+        return False
     member = zlib.decompressobj(16 + zlib.MAX_WBITS)
     seen = b""
     try:

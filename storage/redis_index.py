@@ -179,6 +179,13 @@ _READ_CLUSTER = """
 return {redis.call('GET', KEYS[1]), redis.call('HGET', KEYS[2], ARGV[1])}
 """
 
+# The index need and the number of clusters, read at one instant: a node starting while another
+# keeps the crawl's first page must not see the cluster without the need recorded with it.
+# KEYS: meta, clusters counter.
+_READ_NEED = """
+return {redis.call('HGET', KEYS[1], 'need'), redis.call('GET', KEYS[2])}
+"""
+
 # The writes of one decision, run inside MULTI/EXEC. It takes the order number (the document's
 # id) and, for a kept page, the cluster id, and puts them where the ops say D and C; everything
 # else was decided in Python. ARGV: prefix, then ops (a name and its arguments each).
@@ -354,7 +361,8 @@ class RedisIndex:
         self._cache: dict[int, tuple[Sketch, int]] = {}
         self._txn: _Transaction | None = None
         self._scripts = {name: _script(source) for name, source in
-                         (("read", _READ), ("read_cluster", _READ_CLUSTER), ("write", _WRITE))}
+                         (("read", _READ), ("read_cluster", _READ_CLUSTER),
+                          ("read_need", _READ_NEED), ("write", _WRITE))}
         self._shas: dict[str, str] = {}
         self._load_scripts()
         self._check_meta(params)
@@ -669,10 +677,14 @@ class RedisIndex:
         return None if value is None else int(value.split(b":", 1)[0])
 
     def index_need(self) -> float | None:
-        value = self._r.hget(self._key("meta"), b"need")
-        if value is None:
-            return 0.0 if len(self) else None
-        return float(value)
+        """The need recorded with the first kept page (in the same transaction), read together
+        with the cluster count, so that another node's first commit is seen whole or not at all."""
+        need, clusters = self._call(
+            "read_need", self._r, [self._key("meta"), self._key("clusters")], []
+        )
+        if need is None:
+            return 0.0 if int(clusters or 0) else None
+        return float(need)
 
     # --- writing: collected for the transaction's script -------------------------------------
 

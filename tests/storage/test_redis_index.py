@@ -128,6 +128,45 @@ def test_a_copy_committed_between_read_and_exec_is_found_on_the_retry(
     assert mine.decision.duplicate_of == 1
 
 
+class CommitsAfterMetaRead(redis.Redis):
+    """A client that lets another node commit once, right after its first command that reads
+    the index's ``meta`` hash (where a clusterer learns which part of each page is indexed)."""
+
+    meanwhile = None
+
+    def execute_command(self, *args, **options):
+        result = super().execute_command(*args, **options)
+        if self.meanwhile is not None and any(
+            isinstance(arg, bytes) and arg.endswith(b":meta") for arg in args
+        ):
+            meanwhile, self.meanwhile = self.meanwhile, None
+            meanwhile()
+        return result
+
+
+def test_a_node_starting_while_another_keeps_the_first_page_finds_its_copies(
+    redis_client, redis_server
+):
+    # the other node's first kept page is indexed under 13 of its 50 fingerprints; a node
+    # that took that index for a full one would prune the copy's candidate (13 of 50 shared)
+    params = DedupParams(threshold=0.8)
+    a, b = near_copies()
+    other = RedisIndex(redis.Redis.from_url(redis_server.url), "test:", node=2)
+
+    def other_node_keeps_its_first_page():
+        assert other.assign(GreedyClusterer(other, params), "a", a, 5).decision.kind == "kept"
+
+    client = CommitsAfterMetaRead.from_url(redis_server.url)
+    client.meanwhile = other_node_keeps_its_first_page
+    index = RedisIndex(client, "test:", node=1)
+    clusterer = GreedyClusterer(index, params)
+    assert client.meanwhile is None  # the other node committed while this one was reading
+    assert clusterer.index_need == 0.8
+    decided = index.assign(clusterer, "b", b, 7)
+    assert decided.decision.kind == "near_duplicate"
+    assert decided.decision.duplicate_of == 1
+
+
 def test_a_decided_key_is_adopted_after_a_restart_not_decided_again(redis_client):
     params = DedupParams()
     a, _ = near_copies()

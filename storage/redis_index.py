@@ -360,9 +360,9 @@ class RedisIndex:
         #: cluster id → (representative, first doc): both fixed under the "first" rule
         self._cache: dict[int, tuple[Sketch, int]] = {}
         self._txn: _Transaction | None = None
-        self._scripts = {name: _script(source) for name, source in
-                         (("read", _READ), ("read_cluster", _READ_CLUSTER),
-                          ("read_need", _READ_NEED), ("write", _WRITE))}
+        sources = {"read": _READ, "read_cluster": _READ_CLUSTER, "read_need": _READ_NEED,
+                   "write": _WRITE}  # fmt: skip
+        self._scripts = {name: _script(source) for name, source in sources.items()}
         self._shas: dict[str, str] = {}
         self._load_scripts()
         self._check_meta(params)

@@ -89,9 +89,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--id-field", default="id", help="JSON Lines id field (default: id)")
     src.add_argument("--text-field", default="text", help="JSON Lines text field (default: text)")
     out = parser.add_argument_group("output")
-    out.add_argument("-o", "--output", metavar="FILE", default="clusters.jsonl",
-                     help="clusters, one JSON line per document (default: clusters.jsonl; - for "
-                          "stdout); it replaces the file once the run has finished")
+    out.add_argument("-o", "--output", metavar="FILE",
+                     help="clusters, one JSON line per document (default: clusters.jsonl, or "
+                          "clusters.parquet with --output-format parquet; - for stdout); it "
+                          "replaces the file once the run has finished")
     out.add_argument("--json", action="store_true", help="print the summary as JSON")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     out.add_argument("--diff", action="store_true",
@@ -188,6 +189,8 @@ def run(args: argparse.Namespace) -> int:
                         ("--partitions", args.partitions)):
         if value is not None and value < 1:
             raise UserError(f"{flag} must be at least 1; got {value}")
+    if args.output is None and not args.diff:
+        args.output = "clusters.parquet" if args.output_format == "parquet" else "clusters.jsonl"
     manifest = _store_manifest(args.store) if args.store else None
     config = _config(args, manifest)
     if args.diff:
@@ -237,8 +240,6 @@ def _check_spark(args: argparse.Namespace, config: Any) -> None:
     if args.output_format == "parquet":
         if args.diff:
             raise UserError("--diff writes no clusters file: drop --output-format parquet")
-        if args.output == "clusters.jsonl":  # the default name, for the default format
-            args.output = "clusters.parquet"
         if args.output == "-":
             raise UserError("--output-format parquet writes a directory: give -o DIR")
 
@@ -289,6 +290,7 @@ def _run_local(args: argparse.Namespace, config: Any) -> int:
                 jobs=args.jobs, on_progress=progress if bar is not None else None,
                 area=config.canonical,
             )
+            _check_clustered(result)
     except (InputError, StoreError) as exc:
         raise UserError(str(exc)) from None
     finally:
@@ -321,7 +323,8 @@ def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bo
         result.summary.render(),
     ]
     if result.skipped:
-        skipped = ", ".join(f"{n} {reason}" for reason, n in result.skipped.most_common())
+        skipped = ", ".join(_skipped(reason, n, result.first_skipped.get(reason))
+                            for reason, n in result.skipped.most_common())  # fmt: skip
         lines += ["", f"skipped {sum(result.skipped.values())}: {skipped}"]
     capped = result.stats.get("capped", 0)
     lines += [
@@ -354,6 +357,27 @@ def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bo
 #: documents up to which the local engine, on the cores of one machine, beats Spark's local
 #: mode there (docs/benchmarks.md)
 LOCAL_FASTER = 100_000
+
+
+def _check_clustered(result: Any) -> None:
+    """A run whose every document was skipped (a mistyped --text-field, inputs that are not
+    what they were said to be) fails with one line, and leaves -o's file as it was."""
+    if result.summary.documents or not (result.skipped or result.broken):
+        return
+    why = [_skipped(reason, n, result.first_skipped.get(reason))
+           for reason, n in result.skipped.most_common()]  # fmt: skip
+    if result.broken:
+        files = len(result.broken)
+        why.append(f"{files} file{'s' * (files != 1)} broken off before any document")
+    hint = ""
+    if any(reason.startswith("no_") and reason.endswith("_field") for reason in result.skipped):
+        hint = "; --text-field names the field that holds the text"
+    raise RunFailed(f"nothing was clustered: every document was skipped: {', '.join(why)}{hint}")
+
+
+def _skipped(reason: str, n: int, first: str | None) -> str:
+    """``3 not_json (first: a.jsonl:17)``: how many, why, and where the first is."""
+    return f"{n} {reason}" + (f" (first: {first})" if first is not None else "")
 
 
 def _local_is_faster(master: str, documents: int) -> bool:
@@ -400,6 +424,7 @@ def _run_spark(args: argparse.Namespace, config: Any) -> int:
                 parquet=args.output if handle is None else None, partitions=args.partitions,
                 area=config.canonical, exact_cap=args.exact_cap, on_progress=bar,
             )
+            _check_clustered(result)
             context = session.sparkContext
             spark = {"master": context.master, "cores": context.defaultParallelism}
             if args.spark_conf:  # as the session has them
@@ -522,6 +547,8 @@ def _check_diff(args: argparse.Namespace, config: Any, manifest: Any) -> None:
     if manifest.canonical.to_dict() != config.canonical.to_dict():
         raise UserError("--diff compares with the crawl's dropped pages, whose text was kept "
                         "with the store's content area: drop --diff to re-cluster with another")
+    if args.output is not None:
+        raise UserError("--diff writes no clusters file, only its report (on stdout): drop -o")
 
 
 def _run_diff(args: argparse.Namespace, config: Any) -> int:

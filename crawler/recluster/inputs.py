@@ -8,10 +8,10 @@ the process that sketches it reads, so the pages' bytes need not pass through a 
 and a pipe on the way (a tenth of the work of re-clustering HTML pages).
 A record that cannot be used (a WARC response that is not HTML, a JSON line without the text
 field) is yielded as a document with a ``skip_reason`` so the caller counts and reports it
-instead of stopping or silently losing it. A WARC file that breaks off (cut short, or
-unreadable from some byte on) yields the documents before the break and then one marker that
-says where it broke (:class:`BrokenInput`); the engines count it as a broken file, not as a
-document.
+instead of stopping or silently losing it. A WARC or gzipped JSON Lines file that breaks off
+(cut short, or unreadable from some point on) yields the documents before the break and then
+one marker that says where it broke (:class:`BrokenInput`); the engines count it as a broken
+file, not as a document.
 """
 
 from __future__ import annotations
@@ -67,8 +67,10 @@ BROKEN = "broken_input "
 
 @dataclass(frozen=True)
 class BrokenInput:
-    """A WARC file that breaks off at ``offset``: the ``records`` before it were read whole and
-    their documents used; nothing from ``offset`` on could be.
+    """A file that breaks off: the ``records`` before the break were read whole and their
+    documents used; nothing after it could be. A WARC file breaks at byte ``offset``; a JSON
+    Lines file after its line ``records`` (``unit`` "lines", no ``offset``: a byte offset in
+    gzipped text means nothing to its reader).
 
     It travels to the engine in the stream of documents, as a skipped document whose reason
     holds it (:meth:`as_source`), because that stream is all that crosses from the process
@@ -79,18 +81,22 @@ class BrokenInput:
     path: str
     #: where the first record that could not be read whole begins (the end of the last whole
     #: record): a byte offset in the file as it is on disk, gzipped or not
-    offset: int
-    #: the WARC records before it, of any type
+    offset: int | None
+    #: the WARC records (of any type), or the lines, before it
     records: int
     cause: str
+    unit: str = "records"
 
     def line(self) -> str:
         """The one line that names the break for the user."""
-        return (f"{self.path}: broken at byte {self.offset}, after {self.records} records "
-                f"({self.cause}); the records before it were used")  # fmt: skip
+        if self.offset is None:
+            return (f"{self.path}: broken after line {self.records} ({self.cause}); the "
+                    f"{self.unit} before it were used")  # fmt: skip
+        return (f"{self.path}: broken at byte {self.offset}, after {self.records} {self.unit} "
+                f"({self.cause}); the {self.unit} before it were used")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.path, "offset": self.offset, "records": self.records,
+        return {"file": self.path, "offset": self.offset, self.unit: self.records,
                 "cause": self.cause}  # fmt: skip
 
     def as_source(self) -> SourceDocument:
@@ -104,14 +110,18 @@ class BrokenInput:
         >>> cut = BrokenInput("a.warc.gz", 4096, 7, "the record there is incomplete")
         >>> BrokenInput.from_reason(cut.as_source().skip_reason) == cut
         True
+        >>> cut = BrokenInput("a.jsonl.gz", None, 12, "the gzip data breaks off", "lines")
+        >>> BrokenInput.from_reason(cut.as_source().skip_reason) == cut
+        True
         >>> BrokenInput.from_reason("not_json") is None
         True
         """
         if not reason or not reason.startswith(BROKEN):
             return None
         data = json.loads(reason[len(BROKEN) :])
-        return cls(str(data["file"]), int(data["offset"]), int(data["records"]),
-                   str(data["cause"]))  # fmt: skip
+        unit = "lines" if "lines" in data else "records"
+        offset = None if data["offset"] is None else int(data["offset"])
+        return cls(str(data["file"]), offset, int(data[unit]), str(data["cause"]), unit)
 
 
 def read_warc(paths: Iterable[str | Path]) -> Iterator[SourceDocument]:
@@ -329,16 +339,36 @@ def read_jsonl_file(
     """The documents of the JSON Lines file at ``path``, named ``name`` in ids and errors (an
     executor opens a file where the driver's path leads, and names it as the user did)."""
     try:
-        with open(path, "rb") as head:
-            gzipped = head.read(2) == GZIP_MAGIC
-        stream = (gzip.open if gzipped else open)(path, "rt", **JSONL_TEXT)
+        stream = open(path, "rb")
     except OSError as exc:
         raise InputError(f"cannot read {name}: {exc.strerror}") from None
     with stream:
-        try:
-            yield from read_jsonl_lines(stream, name, id_field, text_field)
-        except (OSError, EOFError, zlib.error) as exc:  # a gzip file cut short or damaged
-            raise InputError(f"{name}: the gzip data breaks off ({exc})") from None
+        yield from read_jsonl_stream(stream, name, id_field, text_field)
+
+
+def read_jsonl_stream(
+    stream: IO[bytes], name: str | Path, id_field: str = "id", text_field: str = "text"
+) -> Iterator[SourceDocument]:
+    """The documents of a JSON Lines file open at ``stream``, plain or gzipped; if it breaks
+    off (a gzip file cut short or damaged, a read error), the lines before the break are used
+    and a :class:`BrokenInput` marker says after which line."""
+    head = stream.read(2)
+    stream.seek(0)
+    binary: IO[bytes] = gzip.GzipFile(fileobj=stream) if head == GZIP_MAGIC else stream
+    read = 0
+
+    def counted(text: Iterable[str]) -> Iterator[str]:
+        nonlocal read
+        for line in text:
+            yield line
+            read += 1
+
+    try:
+        with io.TextIOWrapper(binary, **JSONL_TEXT) as text:
+            yield from read_jsonl_lines(counted(text), name, id_field, text_field)
+    except (OSError, EOFError, zlib.error) as exc:
+        cause = f"the gzip data breaks off: {exc}" if head == GZIP_MAGIC else str(exc)
+        yield BrokenInput(str(name), None, read, cause, "lines").as_source()
 
 
 #: how a JSON Lines file is read as text (plain or gzipped): lines end at "\n" only (a bare
@@ -350,7 +380,9 @@ GZIP_MAGIC = b"\x1f\x8b"
 def read_jsonl_lines(
     lines: Iterable[str], path: str | Path, id_field: str = "id", text_field: str = "text"
 ) -> Iterator[SourceDocument]:
-    """The documents of one JSON Lines file's ``lines`` (``path`` names them in ids)."""
+    """The documents of one JSON Lines file's ``lines`` (``path`` names them in ids). A skipped
+    line is named ``FILE:LINE`` whatever its id, so that the summary can say where it is; an id
+    that is not a string is its JSON text (``7``, ``["a", 1]``)."""
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -366,12 +398,15 @@ def read_jsonl_lines(
         if not isinstance(obj, dict):
             yield SourceDocument(where, "text", "", skip_reason="not_an_object")
             continue
-        doc_id = obj.get(id_field)
-        doc_id = where if doc_id is None else str(doc_id)
         text = obj.get(text_field)
         if not isinstance(text, str):
-            yield SourceDocument(doc_id, "text", "", skip_reason=f"no_{text_field}_field")
+            yield SourceDocument(where, "text", "", skip_reason=f"no_{text_field}_field")
             continue
+        doc_id = obj.get(id_field)
+        if doc_id is None:
+            doc_id = where
+        elif not isinstance(doc_id, str):
+            doc_id = json.dumps(doc_id, ensure_ascii=False)
         yield SourceDocument(doc_id, "text", text)
 
 

@@ -70,15 +70,22 @@ class ReclusterResult:
     broken: list[BrokenInput] = field(default_factory=list)
     #: the first ids skipped as repeated_id, in input order
     repeated: list[str] = field(default_factory=list)
+    #: for each other skip reason, the first document skipped for it (its id; ``FILE:LINE``
+    #: for a JSON line): where to look
+    first_skipped: dict[str, str] = field(default_factory=dict)
 
-    def count_skipped(self, reason: str | None, n: int = 1) -> None:
-        """Count ``n`` skipped documents of ``reason``; a broken file's marker (see
+    def count_skipped(self, reason: str | None, n: int = 1, first: str | None = None) -> None:
+        """Count ``n`` skipped documents of ``reason``, ``first`` the id of the first of them
+        in input order; a broken file's marker (see
         :class:`~crawler.recluster.inputs.BrokenInput`) is counted as the broken file it is."""
         broken = BrokenInput.from_reason(reason)
         if broken is not None:
             self.broken.extend([broken] * n)
-        else:
-            self.skipped[reason or "unknown"] += n
+            return
+        reason = reason or "unknown"
+        self.skipped[reason] += n
+        if first is not None:
+            self.first_skipped.setdefault(reason, first)
 
     def count_repeated(self, n: int, first: Sequence[str]) -> None:
         """Count ``n`` documents skipped because their id was clustered before, ``first`` the
@@ -104,6 +111,7 @@ class ReclusterResult:
             "broken_files": len(self.broken),
             "broken": [broken.to_dict() for broken in self.broken],
             "repeated_ids": self.repeated,
+            "first_skipped": self.first_skipped,
             "clustering": self.stats,
             "seconds": round(self.seconds, 3),
             "documents_per_second": round(self.summary.documents / self.seconds, 1)
@@ -174,7 +182,7 @@ def recluster(
                 for doc in islice(stream, BATCH):
                     taken += 1
                     if doc.sketch is None:
-                        result.count_skipped(doc.skip_reason)
+                        result.count_skipped(doc.skip_reason, first=doc.id)
                         continue
                     if store.find_url(doc.id) is not None:
                         result.count_repeated(1, [doc.id])

@@ -349,9 +349,10 @@ def test_a_store_whose_warc_file_is_cut_keeps_the_pages_before_the_cut(tmp_path,
     assert 0 < unread < len(kept) and summary["summary"]["documents"] == len(kept) - unread
 
 
-def test_gzipped_json_lines_read_as_the_plain_file_and_a_cut_one_is_named(tmp_path):
+def test_gzipped_json_lines_read_as_the_plain_file_and_a_cut_one_keeps_its_lines(tmp_path):
     """corpus.jsonl.gz is read as corpus.jsonl is (ids name the file as given), where it is
-    and from the bytes Spark reads; gzip data that breaks off is one line naming the file."""
+    and from the bytes Spark reads; gzip data that breaks off keeps the lines before the
+    break, and a marker names the file and the line after which it broke, on either engine."""
     docs = [{"id": f"d{n}", "text": f"document {n} " + "word " * n} for n in range(200)]
     plain = tmp_path / "corpus.jsonl"
     plain.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
@@ -363,5 +364,59 @@ def test_gzipped_json_lines_read_as_the_plain_file_and_a_cut_one_is_named(tmp_pa
     assert [(d.id, d.content) for d in read_task(task, packed.read_bytes())] == read
     cut = tmp_path / "cut.jsonl.gz"
     cut.write_bytes(packed.read_bytes()[: packed.stat().st_size // 2])
-    with pytest.raises(InputError, match=f"^{cut}: the gzip data breaks off"):
-        list(read_jsonl([cut]))
+    local = list(read_jsonl([cut]))
+    *used, marker = local
+    broken = BrokenInput.from_reason(marker.skip_reason)
+    assert broken is not None and broken.path == str(cut) and broken.offset is None
+    # every line before the break, whole, and the count names the last of them
+    assert 0 < len(used) == broken.records < len(docs)
+    assert [(d.id, d.content) for d in used] == read[: len(used)]
+    assert broken.line().startswith(f"{cut}: broken after line {len(used)} (the gzip data "
+                                    "breaks off")  # fmt: skip
+    on_spark = list(read_task(Task(0, "jsonl", str(cut)), cut.read_bytes()))
+    assert [(d.id, d.content, d.skip_reason) for d in on_spark] == [
+        (d.id, d.content, d.skip_reason) for d in local]
+
+
+def test_skipped_json_lines_are_located_and_ids_that_are_not_strings_keep_their_json(
+    tmp_path, capsys
+):
+    """The summary names the first document skipped for each reason (FILE:LINE for a JSON
+    line, whatever id it has); an id that is a number or a list is its JSON text."""
+    path = tmp_path / "corpus.jsonl"
+    words = [f"w{n}" for n in range(400)]
+    lines = [json.dumps({"id": n, "text": " ".join(words[n : n + 60])}) for n in range(6)]
+    lines += [json.dumps({"id": ["a", 1], "text": " ".join(words[200:260])}),
+              "{broken", json.dumps({"id": "x", "body": "no text field"}), "[1]",
+              "also not json"]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "clusters.jsonl"
+    assert main(["recluster", "--jsonl", str(path), "-o", str(out), "--json", "-q"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["skipped"] == {"not_json": 2, "no_text_field": 1, "not_an_object": 1}
+    assert summary["first_skipped"] == {"not_json": f"{path}:8", "no_text_field": f"{path}:9",
+                                        "not_an_object": f"{path}:10"}  # fmt: skip
+    ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert ids == ["0", "1", "2", "3", "4", "5", '["a", 1]']
+    assert main(["recluster", "--jsonl", str(path), "-o", str(out), "-q"]) == 0
+    said = capsys.readouterr().out
+    assert f"2 not_json (first: {path}:8)" in said
+    assert f"1 no_text_field (first: {path}:9)" in said
+
+
+def test_a_run_that_clusters_nothing_fails_in_one_line_and_keeps_the_old_clusters(
+    tmp_path, capsys
+):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"id": n, "body": f"text {n}"}) + "\n"
+                            for n in range(3)), encoding="utf-8")  # fmt: skip
+    out = tmp_path / "clusters.jsonl"
+    out.write_text("the clusters of an earlier run\n")
+    # the text is under "body", and the run was told --text-field txt
+    code = main(["recluster", "--jsonl", str(path), "--text-field", "txt", "-o", str(out), "-q"])
+    said = capsys.readouterr()
+    assert code == 1 and not said.out
+    assert said.err.strip().splitlines() == [
+        f"neardup recluster: error: nothing was clustered: every document was skipped: "
+        f"3 no_txt_field (first: {path}:1); --text-field names the field that holds the text"]
+    assert out.read_text() == "the clusters of an earlier run\n"

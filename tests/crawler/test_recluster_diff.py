@@ -157,3 +157,10 @@ def test_diff_needs_a_store_and_nothing_else(site, tmp_path, capsys):
     assert capsys.readouterr().err.startswith("neardup recluster: error: --diff compares a store")
     assert main(["recluster", "--diff", "--store", str(tmp_path / "none"), "-q"]) == 2
     assert "no store at" in capsys.readouterr().err
+    # it writes no clusters file: an -o is refused, not ignored without a word
+    out = tmp_path / "clusters.jsonl"
+    assert main(["recluster", "--diff", "--store", str(site.store), "-o", str(out), "-q"]) == 2
+    assert capsys.readouterr().err.strip() == ("neardup recluster: error: --diff writes no "
+                                               "clusters file, only its report (on stdout): "
+                                               "drop -o")  # fmt: skip
+    assert not out.exists()

@@ -163,6 +163,10 @@ def test_containment_rule_and_bad_json_lines_agree(spark, tmp_path, capsys):
     assert on_spark.read_bytes() == local.read_bytes()
     assert got["skipped"] == expected["skipped"] == {
         "not_json": 1, "not_an_object": 1, "no_text_field": 1}
+    n = len(docs)  # the bad lines follow the documents: each is named by its place
+    assert got["first_skipped"] == expected["first_skipped"] == {
+        "not_json": f"{path}:{n + 1}", "not_an_object": f"{path}:{n + 2}",
+        "no_text_field": f"{path}:{n + 3}"}
     assert without_timing(got) == without_timing(expected)
     assert f'"{path}:' in local.read_text()  # the id from FILE:LINE, as the local engine's
 

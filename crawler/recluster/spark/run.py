@@ -103,15 +103,16 @@ def recluster_spark(
         held.append(docs)
         with _following(read, on_progress), described(context, "reading and sketching"):
             # the sketched documents' distinct ids too: fewer than them, and some id repeats
-            counted = docs.groupBy("skip").agg(F.count("*"), F.countDistinct("id")).collect()
-        for reason, n, _ in counted:
+            counted = docs.groupBy("skip").agg(F.count("*"), F.countDistinct("id"),
+                                               F.min_by("id", "key")).collect()  # fmt: skip
+        for reason, n, _, first in counted:
             if reason is not None:
-                result.count_skipped(reason, n)
+                result.count_skipped(reason, n, first)
         # a broken file's line is said in input order, as the local engine reads the files
         place = {task.path: task.ordinal for task in reversed(work)}
         result.broken.sort(key=lambda broken: place.get(broken.path, len(work)))
-        total = sum(n for _, n, _ in counted)
-        if any(reason is None and ids < n for reason, n, ids in counted):
+        total = sum(n for _, n, _, _ in counted)
+        if any(reason is None and ids < n for reason, n, ids, _ in counted):
             with described(context, "repeated ids"):
                 docs = _first_of_each_id(docs, result, held)
         job.partitions = partitions or default_partitions(context.defaultParallelism, total)

@@ -13,7 +13,6 @@ directory (:meth:`Task.located`), while ids keep the path as given, as the local
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
 from collections.abc import Iterable, Iterator
@@ -24,8 +23,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 from crawler.recluster.inputs import (
-    GZIP_MAGIC,
-    JSONL_TEXT,
     FileContent,
     InputError,
     SourceDocument,
@@ -35,7 +32,7 @@ from crawler.recluster.inputs import (
     store_paths,
     read_html_files,
     read_jsonl_file,
-    read_jsonl_lines,
+    read_jsonl_stream,
     read_warc,
     read_warc_stream,
     stored_page,
@@ -207,10 +204,8 @@ def read_task(task: Task, content: bytes | None = None) -> Iterator[SourceDocume
                 yield from read_warc([task.located(task.path)])
         elif task.kind == "jsonl":
             if content is not None:
-                if content[:2] == GZIP_MAGIC:
-                    content = gzip.decompress(content)
-                text = io.TextIOWrapper(io.BytesIO(content), **JSONL_TEXT)  # as read_jsonl_file
-                yield from read_jsonl_lines(text, task.path, task.id_field, task.text_field)
+                yield from read_jsonl_stream(io.BytesIO(content), task.path, task.id_field,
+                                             task.text_field)  # fmt: skip
             else:
                 yield from read_jsonl_file(task.located(task.path), task.path, task.id_field,
                                            task.text_field)

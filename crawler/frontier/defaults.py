@@ -14,6 +14,8 @@ PREFIX = "neardup:{%(crawl)s}:"
 QUEUE = PREFIX + "queue:%(node)d"
 #: list: the requests node ``node`` has popped and not yet acknowledged
 INFLIGHT = PREFIX + "inflight:%(node)d"
+#: string: the name of the process that runs node ``node`` (:mod:`crawler.frontier.lease`)
+LEASE = PREFIX + "lease:%(node)d"
 #: set: Scrapy request fingerprints of every request ever queued (the crawl's seen URLs)
 SEEN = PREFIX + "seen"
 #: set: the nodes that have queued their start requests
@@ -40,6 +42,10 @@ SETTING_SETTLE = "NEARDUP_FRONTIER_SETTLE"
 #: node gives Redis up (crawler.frontier.connection)
 SETTING_RETRIES = "NEARDUP_FRONTIER_RETRIES"
 RETRIES = 40
+#: seconds a node's lease lasts from its last renewal (renewed three times as often): how long
+#: a node started again after a kill waits for the killed process's lease
+SETTING_LEASE = "NEARDUP_FRONTIER_LEASE"
+LEASE_SECONDS = 15.0
 
 
 def keys(crawl: str) -> dict[str, str]:
@@ -60,3 +66,12 @@ def node_keys(crawl: str, node: int) -> tuple[str, str]:
     """
     values = {"crawl": crawl, "node": node}
     return QUEUE % values, INFLIGHT % values
+
+
+def lease_key(crawl: str, node: int) -> str:
+    """Node ``node``'s lease (:mod:`crawler.frontier.lease`).
+
+    >>> lease_key("demo", 2)
+    'neardup:{demo}:lease:2'
+    """
+    return LEASE % {"crawl": crawl, "node": node}

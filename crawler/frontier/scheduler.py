@@ -31,6 +31,11 @@ request it held is acknowledged, every second while it waits for the others, and
 ``NEARDUP_FRONTIER_SETTLE`` seconds after a look that found the crawl's lists empty; it closes
 if it is still idle and the lists are still empty (one transaction of ``LLEN`` a look).
 
+**One process a node.** Before it touches the node's lists the scheduler takes the node's lease
+(:mod:`.lease`), and it renews it while it runs: a node started a second time, elsewhere,
+stops with one line, and a node started again after a kill waits for the killed process's
+lease to expire (``NEARDUP_FRONTIER_LEASE`` seconds at most).
+
 **Losing Redis.** A command that fails once its retries are spent (Redis gone for longer than
 ``NEARDUP_FRONTIER_RETRIES`` allow, about half a minute), or a look that finds the crawl's keys
 gone (a Redis restarted without its data), stops the node: one line says so (logged as the
@@ -39,7 +44,7 @@ Redis nothing (a request's entry stays in flight there; the next run of the node
 
 Settings (defaults in :mod:`crawler.frontier.defaults`): ``NEARDUP_FRONTIER`` (the Redis URL),
 ``NEARDUP_FRONTIER_NODE`` (``"I/K"``), ``NEARDUP_FRONTIER_CRAWL`` (the crawl's name: its keys'
-prefix), ``NEARDUP_FRONTIER_SETTLE``, ``NEARDUP_FRONTIER_RETRIES``. Stats:
+prefix), ``NEARDUP_FRONTIER_SETTLE``, ``NEARDUP_FRONTIER_RETRIES``, ``NEARDUP_FRONTIER_LEASE``. Stats:
 ``neardup/frontier/...``.
 """
 
@@ -59,6 +64,7 @@ from scrapy.utils.request import RequestFingerprinter
 
 from crawler.frontier import defaults
 from crawler.frontier.partition import check_crawl_name, parse_node
+from crawler.frontier.lease import NodeLease
 from crawler.frontier.queue import FrontierLost, NodeQueues
 
 if TYPE_CHECKING:
@@ -123,7 +129,8 @@ class _AckOnFailure:
 class FrontierScheduler(BaseScheduler):
     """Node ``node`` of ``nodes`` of the crawl ``crawl`` whose frontier is in ``server``.
 
-    ``settle``: seconds between the two looks that end the crawl; ``fingerprinter``: what fills
+    ``settle``: seconds between the two looks that end the crawl; ``lease``: seconds the
+    node's lease lasts from a renewal; ``fingerprinter``: what fills
     the seen set (Scrapy's default one unless given); ``user_agent``: this node's, taken off
     the redirects it hands on; ``crawler``: for stats and signals (``from_crawler`` gives all).
     """
@@ -136,6 +143,7 @@ class FrontierScheduler(BaseScheduler):
         nodes: int,
         *,
         settle: float = defaults.SETTLE_SECONDS,
+        lease: float = defaults.LEASE_SECONDS,
         fingerprinter: RequestFingerprinterProtocol | None = None,
         user_agent: str | None = None,
         crawler: Crawler | None = None,
@@ -148,6 +156,10 @@ class FrontierScheduler(BaseScheduler):
         self.node = node
         self.nodes = nodes
         self.settle = settle
+        self.lease_seconds = lease
+        #: the node's lease, while this process holds it (module doc, *One process a node*)
+        self.lease: NodeLease | None = None
+        self._renewal: Any = None
         #: Scrapy's request fingerprints fill the seen set (the crawler's, from from_crawler)
         self.fingerprinter = fingerprinter or RequestFingerprinter()
         #: this node's User-Agent, taken off the redirects it hands to other nodes
@@ -182,9 +194,10 @@ class FrontierScheduler(BaseScheduler):
         node, nodes = parse_node(settings.get(defaults.SETTING_NODE, "1/1"))
         settle = settings.getfloat(defaults.SETTING_SETTLE, defaults.SETTLE_SECONDS)
         retries = settings.getint(defaults.SETTING_RETRIES, defaults.RETRIES)
+        lease = settings.getfloat(defaults.SETTING_LEASE, defaults.LEASE_SECONDS)
         server = client(url, retries)  # a Redis restart is ridden out (.connection)
         scheduler = cls(
-            server, crawl, node, nodes, settle=settle,
+            server, crawl, node, nodes, settle=settle, lease=lease,
             fingerprinter=crawler.request_fingerprinter,
             user_agent=settings.get("USER_AGENT"), crawler=crawler,
         )  # fmt: skip
@@ -202,6 +215,8 @@ class FrontierScheduler(BaseScheduler):
     def open(self, spider: Spider) -> None:
         self.queues = NodeQueues(self.server, spider, self.crawl, self.node, self.nodes)
         self.queues.check_nodes()
+        if not self._take_lease():
+            return
         recovered = self.queues.recover()
         self._inc("neardup/frontier/recovered", recovered)
         logger.info(
@@ -213,13 +228,60 @@ class FrontierScheduler(BaseScheduler):
             self.crawler.signals.connect(self._item_error, signal=signals.item_error)
 
     def close(self, reason: str) -> None:
-        if self._second_look is not None:
-            self._second_look.cancel()
-            self._second_look = None
+        for call in (self._second_look, self._renewal):
+            if call is not None:
+                call.cancel()
+        self._second_look = self._renewal = None
+        if self.lease is not None and self.lost is None:
+            self._give_lease_back()
         if self.crawler is not None:
             self.crawler.signals.disconnect(self._idle, signal=signals.spider_idle)
             self.crawler.signals.disconnect(self._item_error, signal=signals.item_error)
         self.server.close()
+
+    # --- one process a node -------------------------------------------------------------------
+
+    def _take_lease(self) -> bool:
+        """Take the node's lease (waiting for a killed process's to expire), or stop: the node
+        is running elsewhere."""
+        lease = NodeLease(self.server, self.crawl, self.node, self.lease_seconds)
+        holder = lease.acquire(on_wait=lambda: logger.info(
+            "Frontier %s: node %d of %d is held by another process; waiting up to %g s for its "
+            "lease to expire (a killed run's does)", self.crawl, self.node, self.nodes,
+            self.lease_seconds))  # fmt: skip
+        if holder is not None:
+            self._lose(f"node {self.node}/{self.nodes} of the crawl {self.crawl!r} is already "
+                       f"running ({holder}): start each node once")  # fmt: skip
+            return False
+        self.lease = lease
+        self._renew_in()
+        return True
+
+    def _renew_in(self) -> None:
+        if self.crawler is not None:
+            from scrapy.utils.asyncio import call_later
+
+            self._renewal = call_later(self.lease_seconds / 3, self._renew)
+
+    @_until_lost(None)
+    def _renew(self) -> None:
+        """Keep the lease, every third of its time; a lease another process took stops this
+        one."""
+        assert self.lease is not None
+        self._renewal = None
+        holder = self.lease.renew()
+        if holder is not None:
+            self.lease = None
+            self._lose(f"node {self.node}/{self.nodes} of the crawl {self.crawl!r} was taken "
+                       f"over by another process ({holder}): start each node once")  # fmt: skip
+            return
+        self._renew_in()
+
+    @_until_lost(None)
+    def _give_lease_back(self) -> None:
+        assert self.lease is not None
+        self.lease.release()
+        self.lease = None
 
     def _item_error(self, item: Any, response: Any, **_: Any) -> None:
         """A pipeline raised on an item: nothing of it will be committed, so nobody will

@@ -205,13 +205,15 @@ def _html(title: str, words: tuple[str, ...] | list[str], links: list[str]) -> s
 
 # --- the nodes ---------------------------------------------------------------------------------
 
-#: the Scrapy settings of a test node: no waiting, no retries, a short settle
+#: the Scrapy settings of a test node: no waiting, no retries, a short settle, and a short
+#: lease (what a node started again after a kill waits for)
 NODE_SETTINGS = {
     "NEARDUP_THROTTLE_ENABLED": "False",
     "DOWNLOAD_DELAY": "0",
     "RETRY_ENABLED": "False",
     "DOWNLOAD_TIMEOUT": "10",
     "NEARDUP_FRONTIER_SETTLE": "0.5",
+    "NEARDUP_FRONTIER_LEASE": "2",
 }
 
 

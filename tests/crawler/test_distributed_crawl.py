@@ -435,6 +435,41 @@ def test_a_node_started_wrongly_is_told_in_one_line(redis_server, redis_client, 
         "-s", "NEARDUP_FRONTIER_CRAWL=fixed", "--set", "dedup.threshold=0.8")
 
 
+@pytest.mark.slow
+def test_a_node_started_twice_stops_the_second_process_in_one_line(redis_server, redis_client,
+                                                                  tmp_path):  # fmt: skip
+    """Node 1 of 2 crawls its host and waits for node 2; a second process started as node 1
+    (another machine: another store) waits for the lease as long as a killed holder's would
+    last, sees it renewed, and stops with one line, having fetched nothing; the first goes on,
+    holding its lease."""
+    with MirrorSite(hosts_for(2, 1), articles=2).serving() as site:
+        first = start_node(node_command(site, redis_server.url, 1, 2, store_of(tmp_path, 1)),
+                           out_of(tmp_path, 1))  # fmt: skip
+        waiting = f"neardup:{{{crawl_of(site)}}}:nodes"
+        deadline = time.monotonic() + 60
+        while not redis_client.sismember(waiting, 1):  # idle, waiting for node 2
+            assert time.monotonic() < deadline and first.poll() is None
+            time.sleep(0.05)
+        fetched = site.fetches()
+        out = tmp_path / "second.txt"
+        second = start_node(node_command(site, redis_server.url, 1, 2, tmp_path / "other"), out)
+        second.wait(timeout=60)
+        assert site.fetches() == fetched
+        text = out.read_text()
+        assert second.returncode == 1, text[-3000:]
+        errors = [line for line in text.splitlines() if line.startswith("neardup crawl: error: ")]
+        assert len(errors) == 1, text[-3000:]
+        assert errors[0].startswith(f"neardup crawl: error: node 1/2 of the crawl "
+                                    f"'{crawl_of(site)}' is already running (host ")
+        assert errors[0].endswith("): start each node once: the node stopped")
+        assert "Traceback" not in text
+        assert first.poll() is None
+        lease = redis_client.get(defaults.lease_key(crawl_of(site), 1)).decode()
+        assert f", pid {first.pid}, " in lease
+        first.kill()
+        first.wait()
+
+
 # --- losing Redis -------------------------------------------------------------------------------
 
 

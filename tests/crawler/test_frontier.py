@@ -10,6 +10,7 @@ import json
 import os
 import pickle
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -124,6 +125,45 @@ def test_a_node_started_with_another_count_of_nodes_is_refused(redis_client):
     NodeQueues(redis_client, spider, "t", 1, 3).check_nodes()
     with pytest.raises(ValueError, match="runs on 3 nodes; this node was started as one of 4"):
         NodeQueues(redis_client, spider, "t", 1, 4).check_nodes()
+
+
+def test_a_node_is_held_by_one_process_and_a_killed_ones_lease_expires(redis_client):
+    """A second process gets the name of the live holder, after waiting as long as a stopped
+    holder's lease would take to expire; once the holder stops renewing, the lease is the new
+    process's, and the old holder learns it was taken over."""
+    from crawler.frontier.lease import NodeLease
+
+    first, second = (NodeLease(redis_client, "t", 2, 0.5) for _ in range(2))
+    assert first.acquire() is None
+    renewing = threading.Event()
+    renewing.set()
+
+    def renew() -> None:
+        while renewing.is_set():
+            assert first.renew() is None
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=renew)
+    thread.start()
+    started = time.monotonic()
+    try:
+        assert second.acquire() == first.holder
+    finally:
+        renewing.clear()
+        thread.join()
+    assert time.monotonic() - started >= 0.5  # it waited for a killed holder's lease to go
+    assert first.holder.startswith(f"host {socket.gethostname()}, pid {os.getpid()}, ")
+    # the first stops renewing (killed): its lease expires and the second takes it
+    assert second.acquire() is None
+    assert first.renew() == second.holder  # taken over: the first must stop
+    first.release()  # not its lease any more: nothing given back
+    assert redis_client.get(defaults.lease_key("t", 2)) == second.holder.encode()
+    second.release()
+    assert not redis_client.exists(defaults.lease_key("t", 2))
+    # a holder whose lease expired while it stalled, and nobody took it, takes it again
+    assert first.acquire() is None
+    redis_client.delete(defaults.lease_key("t", 2))
+    assert first.renew() is None and redis_client.ttl(defaults.lease_key("t", 2)) >= 0
 
 
 def test_a_page_is_acknowledged_only_once_its_links_are_queued(redis_client):
@@ -276,6 +316,7 @@ def start_node(node: int, url: str, site: Site, folder: Path, **settings) -> sub
             defaults.SETTING_NODE: f"{node}/{NODES}",
             defaults.SETTING_CRAWL: "test",
             defaults.SETTING_SETTLE: 0.5,
+            defaults.SETTING_LEASE: 2,  # a killed node's lease, which its restart waits for
             "USER_AGENT": f"frontier-test node {node}",
             "ROBOTSTXT_OBEY": True,
             "RETRY_ENABLED": False,

@@ -80,6 +80,8 @@ NEARDUP_FRONTIER = None  # redis://HOST:PORT/DB of the shared frontier and index
 NEARDUP_FRONTIER_NODE = "1/1"  # this node, "I/K": node I of K (each host belongs to one node)
 NEARDUP_FRONTIER_CRAWL = None  # the crawl's name, prefix of its Redis keys (None: from start URLs)
 NEARDUP_FRONTIER_SETTLE = frontier.SETTLE_SECONDS  # s between the two looks that end the crawl
+NEARDUP_FRONTIER_RETRIES = frontier.RETRIES  # retries of a Redis command before the node stops
+NEARDUP_FRONTIER_LEASE = frontier.LEASE_SECONDS  # s a killed node's lease outlives it
 
 
 def neardup_defaults() -> dict[str, Any]:

@@ -419,7 +419,8 @@ class RedisIndex:
         ``clusterer`` must run over this index. A key decided before (by this node before a
         restart, or by any node) is not decided again: its recorded decision comes back with
         ``adopted`` True. Retries after ``WATCH`` failures are made here, and so are reconnects
-        for up to ``reconnect_seconds`` while Redis restarts.
+        for up to ``reconnect_seconds`` while Redis restarts, counted from the start of the
+        first attempt that failed (the client's own retries in it included).
         """
         if clusterer.index is not self:
             raise ValueError("the clusterer runs over another index")
@@ -438,6 +439,7 @@ class RedisIndex:
             attempts += 1
             if attempts > _MAX_ATTEMPTS:
                 raise RuntimeError(f"{key}: no transaction committed in {_MAX_ATTEMPTS} tries")
+            tried = time.monotonic()
             try:
                 with self._r.pipeline(transaction=True) as pipe:
                     pipe.watch(key_bucket, exact_key, *dict.fromkeys(posting_keys))
@@ -474,9 +476,10 @@ class RedisIndex:
                 self._load_scripts()
                 continue
             except (redis.ConnectionError, redis.TimeoutError):
-                now = time.monotonic()
-                down_since = now if down_since is None else down_since
-                if now - down_since > self.reconnect_seconds:
+                # down since the attempt began: a client that retries its commands itself has
+                # spent its own retries in it, and they count
+                down_since = tried if down_since is None else down_since
+                if time.monotonic() - down_since > self.reconnect_seconds:
                     raise
                 time.sleep(0.1)
                 continue

@@ -16,6 +16,7 @@ __all__ = [
     "DedupDrop",
     "ExactDuplicate",
     "NearDuplicate",
+    "NodeStopping",
     "Skipped",
     "StoreFailed",
 ]
@@ -61,6 +62,11 @@ class AlreadyDecided(DedupDrop):
 
 class StoreFailed(DedupDrop):
     """Writing to the store failed; the crawl is stopping and decides nothing more."""
+
+
+class NodeStopping(DedupDrop):
+    """A node of a distributed crawl lost its frontier (its Redis, or its lease on the node) and
+    is stopping: the page is not decided and stays in flight for the node's next run."""
 
 
 #: the drop of each outcome the work names (crawler.work.steps.Outcome.drop)

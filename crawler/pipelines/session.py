@@ -43,7 +43,7 @@ from scrapy.exceptions import DropItem
 from scrapy.utils.asyncio import create_looping_call
 from scrapy.utils.reactor import is_reactor_installed
 
-from crawler.pipelines.drops import DROPS, DedupDrop
+from crawler.pipelines.drops import DROPS, DedupDrop, NodeStopping
 from crawler.work.page import PageView
 from crawler.work.process import Worker
 from crawler.work.settings import WORKERS, SessionSettings
@@ -66,6 +66,10 @@ __all__ = ["DedupSession", "RunLog", "session_settings"]
 logger = logging.getLogger(__name__)
 
 _SESSIONS: weakref.WeakKeyDictionary[Crawler, DedupSession] = weakref.WeakKeyDictionary()
+
+
+#: why a page is not decided once its node has lost the frontier (its Redis, or its lease)
+NODE_STOPPING = "not decided: the node lost its frontier and is stopping"
 
 
 def _event_loop_running() -> bool:
@@ -255,6 +259,9 @@ class DedupSession:
         """Hand ``item`` to the work's ``kind`` step ("decide" or "store"): an awaitable of the
         item (or of its drop) while the worker process runs; else the item, or the drop
         raised, now."""
+        if self._acks is not None and self._acks.scheduler.lost is not None:
+            # every decision would wait out the Redis client's retries for nothing
+            raise NodeStopping(NODE_STOPPING, log_level="INFO")
         page = PageView.of(item)
         if self._worker is not None:
             return self._item_future(self._worker.submit(kind, page.to_wire()), item)
@@ -505,6 +512,8 @@ def session_settings(settings: BaseSettings) -> SessionSettings:
         duplicate_budget=budget,
         frontier=frontier,
         crawl_node=crawl_node,
+        frontier_retries=settings.getint("NEARDUP_FRONTIER_RETRIES",
+                                         defaults.NEARDUP_FRONTIER_RETRIES),
     )
 
 

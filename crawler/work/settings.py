@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from crawler.config import CrawlParams, ReviewParams
+from crawler.frontier.defaults import RETRIES
 from dedup.params import ContentArea, DedupParams, SketchParams
 from storage.nodes import CrawlNode
 
@@ -46,3 +47,5 @@ class SessionSettings:
     frontier: str | None = None
     #: which node of which distributed crawl this is (NEARDUP_FRONTIER_NODE, _CRAWL)
     crawl_node: CrawlNode | None = None
+    #: retries of a Redis command before the node gives its Redis up (NEARDUP_FRONTIER_RETRIES)
+    frontier_retries: int = RETRIES

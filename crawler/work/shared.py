@@ -61,12 +61,15 @@ def index_params(sketch: SketchParams, area: ContentArea, dedup: DedupParams) ->
 
 
 class SharedIndex:
-    """The crawl's index in the Redis at ``url``, as node ``node`` decides against it."""
+    """The crawl's index in the Redis at ``url``, as node ``node`` decides against it; Redis
+    commands are retried ``retries`` times (NEARDUP_FRONTIER_RETRIES), as the scheduler's."""
 
-    def __init__(self, url: str, node: CrawlNode, params: dict[str, Any]) -> None:
+    def __init__(
+        self, url: str, node: CrawlNode, params: dict[str, Any], retries: int = defaults.RETRIES
+    ) -> None:
         self.url = url
         self.node = node
-        self._client = client(url)
+        self._client = client(url, retries)
         self._urls: OrderedDict[int, str | None] = OrderedDict()
         with self._failures():
             self.index = RedisIndex(
@@ -77,7 +80,7 @@ class SharedIndex:
     def open(cls, config: SessionSettings) -> SharedIndex:
         assert config.frontier is not None and config.crawl_node is not None
         params = index_params(config.sketch, config.area, config.dedup)
-        return cls(config.frontier, config.crawl_node, params)
+        return cls(config.frontier, config.crawl_node, params, config.frontier_retries)
 
     def assign(
         self, clusterer: GreedyClusterer, url: str, sketch: Sketch, content_hash: int

@@ -473,11 +473,13 @@ def test_a_node_started_twice_stops_the_second_process_in_one_line(redis_server,
 # --- losing Redis -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("how", ["gone", "restarted_empty"])
+@pytest.mark.parametrize("how", ["gone", "restarted_empty", "gone_mid_crawl"])
 def test_a_node_that_loses_its_redis_stops_with_one_line(tmp_path, how):
     """Node 1 of 2 has crawled its hosts and waits for node 2 (never started) when its Redis
-    goes away for good, or comes back without the crawl's data (no AOF): the node stops, says
-    why in one line, and exits with status 1 (its retries are set low to be quick)."""
+    goes away for good, or comes back without the crawl's data (no AOF), or Redis goes away
+    while the node is still fetching its pages: the node stops, says why in one line, and
+    exits with status 1 (its retries are set low to be quick). Mid-crawl, the pages on their
+    way to a decision stop with it: none waits for Redis longer than the retries allow."""
     executable = shutil.which("redis-server")
     if executable is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
@@ -487,23 +489,29 @@ def test_a_node_that_loses_its_redis_stops_with_one_line(tmp_path, how):
     out, store = tmp_path / "out.txt", tmp_path / "store"
     node = None
     try:
-        with MirrorSite(hosts_for(2, 1), articles=2).serving() as site:
+        busy = how == "gone_mid_crawl"
+        site = MirrorSite(hosts_for(2, 1), articles=30 if busy else 2, delay=0.2 if busy else 0)
+        with site.serving():
             command = node_command(site, server.url, 1, 2, store, NEARDUP_FRONTIER_RETRIES="3")
             node = start_node(command, out)
             waiting = f"neardup:{{{crawl_name([f'{b}/' for b in site.bases])}}}:nodes"
             probe = redis_module.Redis.from_url(server.url)
             deadline = time.monotonic() + 60
-            while not probe.sismember(waiting, 1):  # registered: idle, waiting for node 2
+            # registered: idle, waiting for node 2; or, mid-crawl, a few pages fetched
+            while len(site.fetches()) < 6 if busy else not probe.sismember(waiting, 1):
                 assert time.monotonic() < deadline and node.poll() is None, out.read_text()
                 time.sleep(0.05)
             probe.close()
             server.stop(kill=True)
+            gone = time.monotonic()
             if how == "restarted_empty":
                 for path in (tmp_path / "redis").iterdir():
                     if path.name.startswith("append"):
                         shutil.rmtree(path) if path.is_dir() else path.unlink()
                 server.start()
-            node.wait(timeout=30)
+            node.wait(timeout=60)
+            # three retries are about a second; the Redis client's default forty, half a minute
+            assert time.monotonic() - gone < 20
     finally:
         if node is not None and node.poll() is None:
             node.kill()
@@ -512,12 +520,15 @@ def test_a_node_that_loses_its_redis_stops_with_one_line(tmp_path, how):
     assert node.returncode == 1, text[-3000:]
     errors = [line for line in text.splitlines() if line.startswith("neardup crawl: error: ")]
     said = {"gone": f"the crawl's Redis at {server.url} does not answer (",
+            "gone_mid_crawl": f"the crawl's Redis at {server.url} does not answer (",
             "restarted_empty": "is gone from its Redis (restarted without its data?)"}[how]
     assert len(errors) == 1 and said in errors[0], text[-3000:]
     assert errors[0].endswith(": the node stopped"), errors
     assert "Traceback" not in text
     ended = json.JSONDecoder().raw_decode(text[text.index("{"):])[0]
     assert ended["error"] == errors[0].removeprefix("neardup crawl: error: ")
+    if busy:
+        return
     # what its progress line said while it waited
     crawl = crawl_name([f"{b}/" for b in site.bases])
     assert ended["stats"]["neardup/frontier/waiting_for"] == f"2/2 of crawl {crawl}"

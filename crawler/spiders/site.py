@@ -65,8 +65,9 @@ from w3lib.url import canonicalize_url, safe_url_string
 from crawler import settings as defaults
 from crawler.downloadermiddlewares.conditional import FULL_FETCH, KNOWN_DIGEST
 from crawler.items import PageItem
-from dedup.canonical import ENGINES, UNITS, document_tokens, looks_like_html
-from dedup.html_text import DocumentTooDeep, charset_of, looks_binary
+from crawler.work.refusal import media_type_of, refused
+from dedup.canonical import ENGINES, UNITS, document_tokens
+from dedup.html_text import DocumentTooDeep, charset_of
 from dedup.params import ContentArea
 from storage.errors import StoreWriteError
 from storage.pages import payload_digest
@@ -91,13 +92,6 @@ __all__ = [
 ]
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-#: media types canonicalised as HTML
-HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-#: media types that say nothing about the content: the body is sniffed instead
-VAGUE_TYPES = frozenset(
-    {"", "application/octet-stream", "binary/octet-stream", "application/unknown",
-     "unknown/unknown"}
-)  # fmt: skip
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 # request.meta keys of ours
@@ -509,21 +503,8 @@ class SiteSpider(Spider):
 
     def _refuse_content(self, response: Response) -> tuple[str, str]:
         """("", "") for an HTML page to canonicalise, else (skip reason, detail)."""
-        if not 200 <= response.status < 300:
-            return f"http_{response.status}", f"HTTP status {response.status}"
-        body = response.body
-        if not body:
-            return "empty", "empty body"
-        ctype = media_type(response)
-        if ctype not in HTML_TYPES:
-            if ctype not in VAGUE_TYPES:
-                return "not_html", f"Content-Type {ctype}"
-            if looks_binary(body) or not looks_like_html(body[:4096]):
-                what = f"Content-Type {ctype}" if ctype else "no Content-Type"
-                return "not_html", f"{what} and the body does not look like HTML"
-        if looks_binary(body):
-            return "binary", f"binary bytes served as {ctype or 'HTML'}"
-        return "", ""
+        content_type = (response.headers.get(b"Content-Type") or b"").decode("latin-1")
+        return refused(response.status, content_type, response.body)
 
     def _redirect(self, response: Response, depth: int) -> Iterator[Request | PageItem]:
         chain = [*response.meta.get(CHAIN, []), response.url]
@@ -616,8 +597,7 @@ def _link_middlewares(crawler: Crawler) -> list[Any]:
 
 def media_type(response: Response) -> str:
     """The media type of the Content-Type header, lower case, without parameters."""
-    raw = response.headers.get(b"Content-Type") or b""
-    return raw.decode("latin-1").split(";", 1)[0].strip().lower()
+    return media_type_of((response.headers.get(b"Content-Type") or b"").decode("latin-1"))
 
 
 def charset(response: Response) -> str | None:

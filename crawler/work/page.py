@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crawler.items import PageItem
+from crawler.work.refusal import refused
 from dedup.units import JoinedTokens
 
 __all__ = ["PageView"]
@@ -43,6 +44,9 @@ class PageView:
     run: tuple[int, int] | None = None
     #: how many links the page has that the crawl may follow (its maker decides which)
     links: int = 0
+    #: False when the skip reason was found here (:func:`_refusal`), not by the item's maker,
+    #: which counts ``neardup/skipped/<reason>`` for its own
+    skip_counted: bool = True
 
     def to_wire(self) -> tuple[Any, ...]:
         """The page as a flat tuple for the worker's pipe.
@@ -54,7 +58,7 @@ class PageView:
         """
         return (self.url, self.tokens, self.skip_reason, self.skip_detail, self.status,
                 self.headers, self.body, self.kind, self.fetched_at,
-                self.canonicalise_seconds, self.run, self.links)  # fmt: skip
+                self.canonicalise_seconds, self.run, self.links, self.skip_counted)  # fmt: skip
 
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...]) -> PageView:
@@ -90,19 +94,63 @@ class PageView:
             body, kind = a.get("text"), "text"
         if isinstance(body, str):
             body = body.encode("utf-8")
+        body = bytes(body or b"")
         tokens = a.get("tokens")
+        headers = _header_pairs(a.get("headers"))
+        status = _status(a.get("status"))
+        reason, detail = a.get("skip_reason") or None, a.get("skip_detail") or None
+        found_here = reason is None
+        if found_here:
+            reason, detail = _refusal(a.get("status"), status, headers, body, kind, tokens)
         return cls(
             url=str(a.get("url") or ""),
-            tokens=None if tokens is None else _joined(tokens),
-            skip_reason=a.get("skip_reason") or None,
-            skip_detail=a.get("skip_detail") or None,
-            status=int(a.get("status") or 200),
-            headers=_header_pairs(a.get("headers")),
-            body=bytes(body or b""),
+            tokens=None if tokens is None or isinstance(tokens, str) else _joined(tokens),
+            skip_reason=reason,
+            skip_detail=detail,
+            status=200 if status is None else status,
+            headers=headers,
+            body=body,
             kind=kind,
             fetched_at=a.get("fetched_at") or None,
             canonicalise_seconds=float(a.get("canonicalise_seconds") or 0.0),
+            skip_counted=not found_here,
         )
+
+    def content_type(self) -> str:
+        """The Content-Type header's value ("" when there is none)."""
+        return _content_type(self.headers)
+
+
+def _status(value: Any) -> int | None:
+    """Another spider's ``status`` as an HTTP status (200 when absent), None if it is none."""
+    if value is None or value == "":
+        return 200
+    try:
+        status = int(value)
+    except (TypeError, ValueError):
+        return None
+    return status if 100 <= status <= 999 else None
+
+
+def _refusal(
+    given: Any, status: int | None, headers: list[tuple[str, str]], body: bytes, kind: str,
+    tokens: Any,
+) -> tuple[str | None, str | None]:
+    """Why another spider's page cannot be compared, as our spider says it of its own responses
+    (:func:`crawler.work.refusal.refused`): its status, and for HTML its Content-Type and body;
+    or an item that is malformed. (None, None) for a page to decide. A 304 is left to the work,
+    which knows whether the store has the page."""
+    if status is None:
+        return "bad_status", f"status {given!r} is not an HTTP status"
+    if isinstance(tokens, str):
+        return "bad_tokens", "tokens is one string: give a list of tokens (or the text as text)"
+    if status == 304:
+        return None, None
+    if tokens is not None or kind == "text":
+        reason, detail = ("", "") if 200 <= status < 300 else refused(status, "", b"")
+    else:
+        reason, detail = refused(status, _content_type(headers), body)
+    return (reason, detail) if reason else (None, None)
 
 
 def _joined(tokens: Iterable[str] | JoinedTokens) -> Sequence[str] | JoinedTokens:
@@ -127,3 +175,7 @@ def _header_pairs(value: Any) -> list[tuple[str, str]]:
 
 def _text(value: Any) -> str:
     return value.decode("latin-1") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _content_type(headers: list[tuple[str, str]]) -> str:
+    return next((value for name, value in headers if name.lower() == "content-type"), "")

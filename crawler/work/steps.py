@@ -83,7 +83,7 @@ from dedup.changes import Redecision, Stored, replace as replace_document
 from dedup.cluster import GreedyClusterer
 from dedup.document import Sketcher
 from dedup.estimators import estimate
-from dedup.html_text import DocumentTooDeep
+from dedup.html_text import DocumentTooDeep, charset_of
 from dedup.units import JoinedTokens
 from storage.history import Capture, UrlState
 from storage.pages import IDENTICAL_PAYLOAD, SERVER_NOT_MODIFIED, payload_digest
@@ -259,8 +259,8 @@ class StoreWork:
             page.run = prior.state.duplicate_run
         if page.skip_reason:
             # the item's maker (our spider) counts neardup/skipped/<reason> for its own reasons
-            return self._skip(page, page.skip_reason, page.skip_detail, count_reason=False,
-                              prior=prior)  # fmt: skip
+            return self._skip(page, page.skip_reason, page.skip_detail,
+                              count_reason=not page.skip_counted, prior=prior)  # fmt: skip
         change = change_of(prior, page.status, None, digest)
         if change == "unchanged":
             assert prior is not None
@@ -856,11 +856,14 @@ class StoreWork:
 
     def _canonicalise(self, page: PageView) -> JoinedTokens:
         started = time.perf_counter()
+        # the charset the headers name, as the spider and re-clustering the stored page read it
+        encoding = charset_of(page.content_type()) if page.kind == "html" else None
         tokens = document_tokens(
             page.body,
             page.kind,
             self.config.sketch.unit,
             self.config.dedup.canonicaliser,
+            encoding=encoding,
             area=self.config.area,
         )
         self.spent("canonicalise", time.perf_counter() - started)

@@ -393,6 +393,43 @@ def test_plain_dict_items_with_html_or_text(tmp_path):
     assert report.ok and report.pages == 1 and report.documents == 4
 
 
+def test_another_spider_s_responses_are_judged_by_their_status_type_and_charset(tmp_path):
+    """Items of a user's own spider (url, status, headers, body) meet the rule our spider's
+    responses meet: an error status or a body that is not HTML is skipped with its reason and
+    counted, and the body is decoded with the charset its headers name."""
+    dedup, storage, crawler = stages(tmp_path)
+    page = f"<html><body><p>{ARTICLE}</p></body></html>"
+    html = {"Content-Type": "text/html"}
+    for url, item, reason in [
+        ("/missing", {"status": 404, "headers": html, "body": page}, "http_404"),
+        ("/style.css", {"headers": {"Content-Type": "text/css"}, "body": "p { color: red }"},
+         "not_html"),
+        ("/image", {"headers": [("Content-Type", "image/png")], "body": b"\x89PNG\r\n\x1a\n"},
+         "not_html"),
+        ("/words", {"tokens": ARTICLE}, "bad_tokens"),
+        ("/ok", {"status": "OK", "body": page}, "bad_status"),
+    ]:
+        with pytest.raises(Skipped, match=rf"^skipped \({reason}\): "):
+            through(dedup, storage, {"url": f"http://b.test{url}", **item})
+    # the same page in UTF-8, then in windows-1251 as its Content-Type says: the same text
+    russian = "<html><body><p>" + " ".join(f"слово{i} текст{i % 7}" for i in range(300)) + "</p>"
+    utf8 = {"Content-Type": "text/html; charset=utf-8"}
+    assert through(dedup, storage, {"url": "http://b.test/utf8", "headers": utf8,
+                                    "body": russian.encode("utf-8")})  # fmt: skip
+    cp1251 = {"Content-Type": "text/html; charset=windows-1251"}
+    with pytest.raises(ExactDuplicate, match=r"^exact duplicate of http://b\.test/utf8 "):
+        through(dedup, storage, {"url": "http://b.test/cp1251", "headers": cp1251,
+                                 "body": russian.encode("windows-1251")})  # fmt: skip
+    storage.close_spider()
+    dedup.close_spider()
+    stats = crawler.stats
+    assert stats.get_value("neardup/skipped") == 5
+    assert stats.get_value("neardup/skipped/not_html") == 2
+    for reason in ("http_404", "bad_tokens", "bad_status"):
+        assert stats.get_value(f"neardup/skipped/{reason}") == 1, reason
+    assert verify_store(tmp_path / "store").ok
+
+
 def test_bad_settings_are_named(tmp_path):
     for name, value, words in [
         ("NEARDUP_THRESHOLD", 2, "dedup.threshold must be a number in [0, 1]"),

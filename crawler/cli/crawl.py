@@ -525,6 +525,24 @@ def _fsync_dir(directory: Path) -> None:
 # --- running Scrapy ------------------------------------------------------------------------------
 
 
+def _as_the_crawl_runs(config: Config, settings: dict[str, Any] | None) -> Config:
+    """``config`` with the sketch, dedup rule and content area the crawl's work will take once
+    ``-s NEARDUP_...`` settings override the mapped ones, so that :func:`check_store` checks
+    what the crawl will use; a bad value is one line."""
+    if not settings or not any(name.startswith("NEARDUP_") for name in settings):
+        return config
+    from scrapy.settings import Settings
+
+    from crawler.pipelines.session import session_settings
+    from crawler.settings import scrapy_settings
+
+    try:
+        work = session_settings(Settings({**scrapy_settings(config), **settings}))
+    except ValueError as exc:
+        raise UserError(f"-s: {exc}") from None
+    return replace(config, sketch=work.sketch, dedup=work.dedup, canonical=work.area)
+
+
 def check_store(config: Config, frontier: Frontier | None = None) -> None:
     """Open the store once before Scrapy starts, so a mismatch, a busy store or a threshold its
     index cannot serve (see :func:`dedup.cluster.indexed_count`) is one line; so is, for a
@@ -592,9 +610,10 @@ def crawl(
     if store.exists() and not store.is_dir():
         raise UserError(f"store {store} is not a directory")
     run_id = new_run_id()
+    checked = _as_the_crawl_runs(config, settings)
     try:
         with CrawlState(store) as state:
-            check_store(config, frontier)
+            check_store(checked, frontier)
             resumed, notes = state.prepare(start_urls, run_id, frontier=frontier is not None)
             return _run_scrapy(config, start_urls, state, run_id, resumed, notes, progress,
                                verbose, settings, frontier)  # fmt: skip

@@ -224,16 +224,26 @@ def test_store_mistakes_are_one_line(tmp_path, capsys):
 
 def test_a_lower_threshold_than_the_store_was_indexed_for_is_one_line(crawled):
     """The crawl's store indexes the part of each representative that threshold 0.9 needs; a
-    crawl at 0.8 would miss clusters it cannot see, so it is refused before Scrapy starts."""
-    proc = neardup("crawl", crawled["base"] + "/", "--store", str(crawled["store"]),
-                   *DEMO_OPTIONS, "--set", "dedup.threshold=0.8")  # fmt: skip
-    assert proc.returncode == 2
+    crawl at 0.8 would miss clusters it cannot see, so it is refused before Scrapy starts,
+    given as --set or as Scrapy's -s setting; so is a sketch other than the store's."""
+    store = crawled["store"]
+    runs = sorted((store / "logs").glob("*.jsonl"))
+    said = ("neardup crawl: error: this index holds the part of each representative that finds "
+            "clusters at resemblance 0.9 or more; threshold 0.8 needs more of it: cluster into "
+            "a new store (or re-cluster this one with neardup recluster --store)")  # fmt: skip
+    for given in (["--set", "dedup.threshold=0.8"], ["-s", "NEARDUP_THRESHOLD=0.8"]):
+        proc = neardup("crawl", crawled["base"] + "/", "--store", str(store), *DEMO_OPTIONS,
+                       *given)  # fmt: skip
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.splitlines() == [said]
+    proc = neardup("crawl", crawled["base"] + "/", "--store", str(store), *DEMO_OPTIONS,
+                   "-s", 'NEARDUP_SKETCH={"size": 50}')  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [
-        "neardup crawl: error: this index holds the part of each representative that finds "
-        "clusters at resemblance 0.9 or more; threshold 0.8 needs more of it: cluster into a new "
-        "store (or re-cluster this one with neardup recluster --store)"
-    ]
-    assert verify_store(crawled["store"]).ok
+        f"neardup crawl: error: store {store} was made with sketch.size=100; this run asks "
+        "for 50 (use another --store, or the same parameters)"]
+    assert sorted((store / "logs").glob("*.jsonl")) == runs  # no run begun for any of them
+    assert verify_store(store).ok
 
 
 def test_help_names_the_resume_and_the_log():

@@ -110,7 +110,8 @@ def _child_main() -> None:
     try:
         repairs = work.open()
     except Exception as exc:  # noqa: BLE001 - reported to the crawl, which stops
-        replies.send(("open_failed", "".join(traceback.format_exception(exc)).rstrip()))
+        said = " ".join(str(exc).split()) or type(exc).__name__
+        replies.send(("open_failed", "".join(traceback.format_exception(exc)).rstrip(), said))
         return
     replies.queue(("opened", repairs))
     try:
@@ -291,7 +292,8 @@ class Worker:
             for line in message[1]:
                 logger.warning("Store %s repaired on opening: %s", self._store, line)
         elif kind == "open_failed":
-            self.on_failure(Failure("store", "the worker could not open the store", message[1]))
+            self.on_failure(Failure("store", f"the worker could not open the store: {message[2]}",
+                                    message[1]))  # fmt: skip
         elif kind == "finished":
             self._finished = message[2]
 

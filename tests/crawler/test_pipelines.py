@@ -430,6 +430,20 @@ def test_another_spider_s_responses_are_judged_by_their_status_type_and_charset(
     assert verify_store(tmp_path / "store").ok
 
 
+def test_a_store_the_worker_cannot_open_with_these_settings_is_said_with_its_reason(demo):
+    """In a Scrapy project, a threshold below the one the store's index serves stops the crawl
+    at once, and the one ERROR line says why the worker could not open the store."""
+    result = crawl_demo(demo["base"], demo["store"], "lower", NEARDUP_THRESHOLD=0.8)
+    errors = [line for line in result.log.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1, errors
+    assert errors[0].endswith(
+        "neardup: the store failed: the worker could not open the store: this index holds the "
+        "part of each representative that finds clusters at resemblance 0.9 or more; threshold "
+        "0.8 needs more of it: cluster into a new store (or re-cluster this one with neardup "
+        "recluster --store); stopping the crawl"), errors[0]
+    assert verify_store(demo["store"]).ok
+
+
 def test_bad_settings_are_named(tmp_path):
     for name, value, words in [
         ("NEARDUP_THRESHOLD", 2, "dedup.threshold must be a number in [0, 1]"),

@@ -151,6 +151,25 @@ _SECTIONS: dict[str, type] = {
 }
 
 
+class _RepeatedKey(ValueError):
+    """A mapping of the file gives one key twice (YAML would keep the last, silently)."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        lines: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str) and key in lines:
+                raise _RepeatedKey(f"'{key}' is given twice (lines {lines[key]} and {line})")
+            if isinstance(key, str):
+                lines[key] = line
+        return super().construct_mapping(node, deep)
+
+
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """Read a config file; with no path, ./config.yaml if present, else the built-in defaults."""
     if path is None:
@@ -159,11 +178,19 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         path = DEFAULT_CONFIG_NAME
     where = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {where}: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{where}: line {line} is not UTF-8 text (byte "
+                          f"0x{raw[exc.start]:02x}); save the file as UTF-8") from None  # fmt: skip
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+    except _RepeatedKey as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
@@ -182,29 +209,31 @@ def config_from_dict(data: dict[str, Any], where: str = "config") -> Config:
             if value is None:
                 continue
             if not isinstance(value, dict):
-                raise ConfigError(f"{where}: '{key}' must be a mapping of keys to values")
+                raise ConfigError(f"{_at(where)}'{key}' must be a mapping of keys to values")
             values[key] = _section(key, value, where)
         elif key == "store":
             if not isinstance(value, str) or not value:
-                raise ConfigError(f"{where}: store must be a directory name; got {value!r}")
+                raise ConfigError(f"{_at(where)}store must be a directory name; got {value!r}")
             values[key] = value
         else:
-            raise ConfigError(f"{where}: unknown key '{key}' (known: {', '.join(_known_top())})")
+            raise ConfigError(f"{_at(where)}unknown key '{key}' (known: {', '.join(_known_top())})")
     return Config(**values)
 
 
-def apply_overrides(config: Config, overrides: dict[str, Any]) -> Config:
-    """Replace dotted keys, e.g. ``{"sketch.size": 128}``; values already typed."""
+def apply_overrides(config: Config, overrides: dict[str, Any], where: str = "--set") -> Config:
+    """Replace dotted keys, e.g. ``{"sketch.size": 128}``; values already typed. ``where``
+    names the overrides in a message (``--set``, or the flags that gave them)."""
     data = config.to_dict()
     for dotted, value in overrides.items():
         section, _, key = dotted.partition(".")
         if key:
             if section not in _SECTIONS or not isinstance(data.get(section), dict):
-                raise ConfigError(f"unknown key '{dotted}'")
+                raise ConfigError(f"{_at(where)}unknown key '{dotted}' (known: "
+                                  f"{', '.join(_known_top())})")  # fmt: skip
             data[section][key] = value
         else:
             data[section] = value
-    return config_from_dict(data, "setting")
+    return config_from_dict(data, where)
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
@@ -225,12 +254,17 @@ def _section(name: str, data: dict[str, Any], where: str) -> Any:
     for key in data:
         if key not in known:
             raise ConfigError(
-                f"{where}: unknown key '{name}.{key}' (known: {', '.join(known)})"
+                f"{_at(where)}unknown key '{name}.{key}' (known: {', '.join(known)})"
             )
     try:
         return replace(cls(), **data)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise ConfigError(f"{_at(where)}{exc}") from None
+
+
+def _at(where: str) -> str:
+    """How a message names where the values came from ("" for nowhere in particular)."""
+    return f"{where}: " if where else ""
 
 
 def _known_top() -> list[str]:

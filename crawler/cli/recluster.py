@@ -226,7 +226,7 @@ def _config(args: argparse.Namespace, manifest: Any) -> Any:
     if manifest is not None and not area:
         area = {f"canonical.{k}": v for k, v in manifest.canonical.to_dict().items()}
     overrides.update(area)
-    return apply_overrides(config, overrides) if overrides else config
+    return apply_overrides(config, overrides, "") if overrides else config
 
 
 def _check_spark(args: argparse.Namespace, config: Any) -> None:

@@ -60,6 +60,26 @@ def test_bad_config_is_one_line_naming_the_key(tmp_path, text, named):
     assert str(path) in message
 
 
+def test_a_key_given_twice_and_a_file_that_is_not_utf8_are_one_line(tmp_path):
+    """YAML keeps the last of two equal keys without a word: the crawl would run at a threshold
+    the user did not read last. Both are refused, with the lines."""
+    path = tmp_path / "config.yaml"
+    for text, said in [
+        ("dedup:\n  threshold: 0.9\ndedup:\n  threshold: 0.5\n",
+         "'dedup' is given twice (lines 1 and 3)"),
+        ("dedup:\n  threshold: 0.9\n  cap: 64\n  threshold: 0.5\n",
+         "'threshold' is given twice (lines 2 and 4)"),
+    ]:
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(ConfigError) as info:
+            load_config(path)
+        assert str(info.value) == f"{path}: {said}"
+    path.write_bytes('# réglages\ncrawl:\n  user_agent: "robot de l’équipe"\n'.encode("cp1252"))
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: line 1 is not UTF-8 text (byte 0xe9); save the file as UTF-8"
+
+
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_config(tmp_path / "nope.yaml")

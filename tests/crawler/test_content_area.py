@@ -171,7 +171,7 @@ def test_a_bad_selector_is_one_line(crawls, capsys):
     assert main(["recluster", "--store", str(crawls["main"]), "--exclude", "div[", "-q"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "neardup recluster: error: setting: canonical.exclude: not a CSS selector both engines "
+        "neardup recluster: error: canonical.exclude: not a CSS selector both engines "
         "read: 'div['"
     ]
 

@@ -132,6 +132,9 @@ def scrapy_settings(config: Config) -> dict[str, Any]:
         # If-Modified-Since from the store's history)
         "NEARDUP_CONDITIONAL": crawl.conditional_requests,
         "DOWNLOADER_MIDDLEWARES": {
+            # in the place of Scrapy's: every request waiting for robots.txt gets its rules
+            "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+            "crawler.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": 100,
             "crawler.downloadermiddlewares.conditional.ConditionalGetMiddleware": 580,
         },
         # no consoles listening on the machine: a crawl is driven by its config, not remotely

@@ -254,6 +254,20 @@ def test_demo_crawl_yields_one_item_per_page(demo_crawl):
     assert sorted(requests) == sorted(crawlable | {"/robots.txt"})
 
 
+def test_requests_that_wait_for_robots_txt_together_all_obey_it():
+    """Many requests for one host before its robots.txt has arrived (the start URLs; every
+    known URL at the start of a recrawl): each waits for it and each obeys it, not the first
+    alone."""
+    requests: list[str] = []
+    private = [f"/private/{name}.html" for name in ("committee-minutes", "a", "b", "c", "d")]
+    with serve(SITE_DIR, request_log=requests) as base:
+        result = run_crawl([base + "/", *(base + path for path in private)],
+                           {"DEPTH_LIMIT": 0})  # fmt: skip
+    assert not [path for path in requests if path.startswith("/private/")], requests
+    assert result.stats["neardup/skipped/robots_txt"] == len(private)
+    assert requests.count("/robots.txt") == 1
+
+
 def test_demo_crawl_skips_with_reasons(demo_crawl):
     base, result, _ = demo_crawl
     pages = load_truth()["pages"]

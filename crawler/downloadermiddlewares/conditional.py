@@ -8,8 +8,11 @@ page's decision and cluster (:mod:`crawler.work.recrawl`). The page's payload di
 the request (``request.meta["neardup_known_digest"]``), so that the spider need not
 canonicalise a body the store already has (a server without validators sends it again).
 
-No validators are sent for a page the store is waiting to fetch in full (kept by a
-re-decision, its body never stored), nor for a page the open run decided: that run is being
+No validators are sent for a page the store holds no content of (skipped: an error status, a
+timeout, not HTML, ...), since a 304 would confirm nothing: the validators it has may be those
+of a response before the error, and the page that comes back must be decided again; nor for a
+page the store is waiting to fetch in full (kept by a re-decision, its body never stored), nor
+for a page the open run decided: that run is being
 resumed after a kill, which lost its queue, and only the page's body holds the links the run may
 not have followed yet (a 304 has none); nor for a request that asks for the whole page
 (``request.meta["neardup_full_fetch"]``). The store is read in the crawl's own process,
@@ -77,9 +80,12 @@ class ConditionalGetMiddleware:
             return
         try:
             state = store.history.get(url_key(request.url))
+            if state is None or state.awaiting_body or state.run == self._open_run:
+                return
+            record = store.document(state.doc_id)
         except StoreError:
             return
-        if state is None or state.awaiting_body or state.run == self._open_run:
+        if record is None or record.decision == "skipped":
             return
         for name, value in state.validators().items():
             if name not in request.headers:

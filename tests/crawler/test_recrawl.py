@@ -385,6 +385,46 @@ def test_copies_that_changed_with_their_page_are_decided_by_what_they_serve_now(
     assert verify_store(site.store).ok
 
 
+def test_a_page_that_failed_once_is_fetched_whole_when_it_comes_back(tmp_path):
+    """A kept page answers 404 in one run and comes back with the same bytes in the next: it is
+    asked for without the validators of its first response (a 304 would confirm content the
+    store no longer holds for it), kept again and archived. A page skipped for what it is
+    (not HTML) is asked for whole each run too, and keeps its reason."""
+    article = next(iter(read_articles().values()))
+    page = html_page(article.title, article.paragraphs)
+    index = html_page("Index", ("The pages.",), '<a href="/back.html">back</a>'
+                                                '<a href="/notes.txt">notes</a>')  # fmt: skip
+    text = (("Content-Type", "text/plain"),)
+    port = _port()
+    base, store = f"http://127.0.0.1:{port}", tmp_path / "store"
+    runs = []
+    for back in (Route(body=page, etag="auto"), Route(status=404, body="gone"),
+                 Route(body=page, etag="auto")):  # fmt: skip
+        table = {"/": Route(body=index, etag="auto"), "/back.html": back,
+                 "/notes.txt": Route(headers=text, body="plain notes", etag="auto")}  # fmt: skip
+        exchanges: list[Exchange] = []
+        before = len(warc_records(store)) if store.exists() else 0
+        with serve(table, port=port, exchanges=exchanges):
+            proc = neardup("crawl", base + "/", "--store", str(store), "--json", *OPTIONS)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        summary = json.loads(proc.stdout)
+        runs.append({"asked": {e.path: e for e in exchanges},
+                     "lines": last_lines(store, summary["crawl_run"]),
+                     "records": warc_records(store)[before:]})  # fmt: skip
+    gone, back = runs[1], runs[2]
+    assert gone["lines"][base + "/back.html"]["reason"] == "http_404"
+    assert back["asked"]["/back.html"].if_none_match is None
+    assert back["asked"]["/back.html"].status == 200
+    line = back["lines"][base + "/back.html"]
+    assert (line["decision"], line["change"]) == ("kept", "changed"), line
+    assert [r["type"] for r in back["records"] if r["url"] == base + "/back.html"] == ["response"]
+    for run in runs:
+        notes = run["lines"][base + "/notes.txt"]
+        assert (notes["decision"], notes["reason"]) == ("skipped", "not_html"), notes
+        assert run["asked"]["/notes.txt"].if_none_match is None
+    assert verify_store(store).ok
+
+
 def _slowed(route: Any) -> Any:
     return replace(route, delay=0.15)
 

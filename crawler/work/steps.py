@@ -486,7 +486,16 @@ class StoreWork:
             index = self.clusterer.index
             first = index.cluster(record.cluster_id).first_doc
             sketch = self.store.sketch(prior.doc_id)
-            if sketch is not None:
+            exact = None
+            if record.decision == "exact_duplicate" and record.content_hash is not None:
+                exact = index.find_exact(record.content_hash)
+            if exact is not None:  # what it is identical to, as when it was decided
+                first = exact[0]
+                fields.update(resemblance=1.0, containment=1.0)
+                if sketch is not None:  # the original's sketch is this one
+                    est = estimate(sketch, sketch)
+                    fields.update(matches=est.matches, sample_size=est.sample_size)
+            elif sketch is not None:
                 est = estimate(sketch, index.representative(record.cluster_id))
                 fields.update(resemblance=_round(est.resemblance),
                               containment=_round(est.containment_a_in_b),
@@ -1071,11 +1080,14 @@ def _decision_entry(
     containment_rule: float | None,
 ) -> dict[str, Any]:
     resemblance, containment = _round(decision.resemblance), _round(decision.containment)
+    matches = decision.matches
     reason = None
     if kind == "exact_duplicate":
-        # identical canonical streams: both are exactly 1 (the estimate against the cluster's
-        # representative, which may be another member, is not what this page matched)
+        # identical canonical streams: both are exactly 1, every sketch entry matches (the
+        # estimate against the cluster's representative, which may be another member, is not
+        # what this page matched)
         resemblance = containment = 1.0
+        matches = decision.sample_size
         reason = "identical canonical text"
     elif kind == "near_duplicate":
         reason = f"estimated resemblance {resemblance} >= threshold {threshold}"
@@ -1092,7 +1104,7 @@ def _decision_entry(
         containment=containment,
         tokens=made.tokens,
         shingles=made.shingles,
-        matches=decision.matches,
+        matches=matches,
         sample_size=decision.sample_size,
         status=page.status,
     )

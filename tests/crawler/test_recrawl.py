@@ -425,6 +425,33 @@ def test_a_page_that_failed_once_is_fetched_whole_when_it_comes_back(tmp_path):
     assert verify_store(store).ok
 
 
+def test_an_exact_duplicate_names_the_page_it_is_identical_to_in_every_run(tmp_path):
+    """A near copy of an article is kept first, the article joins its cluster, and a page
+    identical to the article is an exact duplicate of the article, not of the cluster's
+    representative: resemblance 1 and every sketch entry matching, in the run that decided
+    it and in the next, where it is unchanged."""
+    article = next(iter(read_articles().values()))
+    near = html_page(article.title, article.paragraphs, "<p>One sentence more.</p>")
+    same = html_page(article.title, article.paragraphs)
+    paths = ("/near.html", "/article.html", "/same.html")
+    index = html_page("Index", ("The pages.",), "".join(f'<a href="{p}">{p}</a>' for p in paths))
+    table = {"/": Route(body=index, etag="auto"), "/near.html": Route(body=near, etag="auto"),
+             "/article.html": Route(body=same, etag="auto"),
+             "/same.html": Route(body=same, etag="auto")}  # fmt: skip
+    port = _port()
+    base, store = f"http://127.0.0.1:{port}", tmp_path / "store"
+    for crawl_run, change in ((1, "new"), (2, "unchanged")):
+        with serve(table, port=port):
+            proc = neardup("crawl", base + "/", "--store", str(store), "--json", *OPTIONS)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        lines = last_lines(store, crawl_run)
+        assert lines[base + "/article.html"]["duplicate_of"] == base + "/near.html"
+        line = lines[base + "/same.html"]
+        assert (line["decision"], line["change"]) == ("exact_duplicate", change), line
+        assert line["duplicate_of"] == base + "/article.html", line
+        assert line["resemblance"] == 1.0 and line["matches"] == line["sample_size"] > 0, line
+
+
 def _slowed(route: Any) -> Any:
     return replace(route, delay=0.15)
 

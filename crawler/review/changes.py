@@ -159,6 +159,9 @@ class RunChanges:
     #: ``top_changed``), and how many changed pages have a resemblance
     changed_most: list[RunState]
     changed_total: int
+    #: False while the latest run has not finished (interrupted, or still crawling): its
+    #: counts cover the URLs it decided so far, not the whole site
+    finished: bool = True
 
     @property
     def previous(self) -> int:
@@ -176,6 +179,7 @@ class RunChanges:
         return {
             "run": self.run,
             "previous_run": self.previous,
+            "finished": self.finished,
             "urls": self.urls,
             "counts": dict(self.counts),
             "redecided": self.redecided,

@@ -390,6 +390,7 @@ def collect(
         dropped = _explain_all(stores, [rows[r] for r in docs.dropped], log.entries, on_explained)
         changes = log.changes.result(top_changed=top_changed, max_moved=max_moved)
         if changes is not None:
+            changes.finished = not any(_unfinished(store, changes.run) for store in stores)
             explained = {v.row.anchor for v in dropped}
             for page in changes.pages():
                 if page.node is None and several:
@@ -798,3 +799,9 @@ def _title(store: Store, record: DocumentRecord) -> str | None:
         return page_title(store.read_page(record.page)[3])
     except Exception:  # noqa: BLE001 - a damaged WARC record costs a title, not the report
         return None
+
+
+def _unfinished(store: Any, crawl_run: int) -> bool:
+    """Whether ``crawl_run`` is the store's last run and has not finished."""
+    run = store.history.run()
+    return run is not None and run.number == crawl_run and not run.finished

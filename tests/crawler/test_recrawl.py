@@ -275,6 +275,14 @@ def test_a_recrawl_killed_mid_way_resumes_to_the_same_classification(tmp_path):
                                 stderr=subprocess.DEVNULL, text=True)  # fmt: skip
         _kill_after(proc, site.store, decisions=8)
     assert 0 < len(list(_run_lines(site.store, 2))) < 19, "the kill came too late or too soon"
+    # the report says its counts are the killed run's part, not the site's
+    report = neardup("report", "--store", str(site.store), "--json")
+    assert report.returncode == 0, report.stderr
+    facts = json.loads(report.stdout)["changes"]
+    assert (facts["run"], facts["finished"]) == (2, False)
+    html = site.store.parent / "report.html"
+    assert neardup("report", "--store", str(site.store), "-o", str(html)).returncode == 0
+    assert "Run 2 has not finished" in html.read_text(encoding="utf-8")
     resumed = site.crawl(2)  # the same command, once the kill is over
     assert resumed["summary"]["crawl_run"] == 2
     assert resumed["summary"]["already_decided"] > 0  # what the killed run committed
@@ -468,3 +476,4 @@ def test_the_review_commands_say_what_changed(site):
     assert report.returncode == 0, report.stderr
     facts = json.loads(report.stdout)["changes"]
     assert facts["run"] == 3 and facts["counts"]["unchanged"] == len(site.runs[2]["lines"])
+    assert facts["finished"] is True

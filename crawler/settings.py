@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from itemadapter import ItemAdapter
 from scrapy.logformatter import LogFormatter
 
 from crawler.config import Config, CrawlParams
@@ -214,6 +215,8 @@ def _brief(result: LogFormatterResult) -> LogFormatterResult:
     if isinstance(args, dict) and "item" in args:
         item = args["item"]
         url = getattr(item, "url", None)
+        if url is None and ItemAdapter.is_item(item):  # a dict, or another project's item
+            url = ItemAdapter(item).get("url")
         if url is not None:
             result = {**result, "args": {**args, "item": f"<{type(item).__name__} {url}>"}}
     return result

@@ -68,6 +68,22 @@ def test_neardup_defaults_are_the_mapped_default_config():
     assert mapped["LOG_LEVEL"] == "INFO"
 
 
+def test_the_quiet_log_formatter_names_any_item_by_its_url():
+    """A dropped item is logged by its URL, not whole with its body: our items, and the dicts
+    of a user's own spider."""
+    from scrapy import Spider
+
+    from crawler.settings import QuietLogFormatter
+
+    body = "<p>" + "a long page " * 500 + "</p>"
+    for item, named in [({"url": "http://a.test/1", "body": body}, "<dict http://a.test/1>"),
+                        (PageItem(url="http://a.test/2", body=body.encode()),
+                         "<PageItem http://a.test/2>")]:  # fmt: skip
+        said = QuietLogFormatter().dropped(item, DropItem("a copy", log_level="INFO"), None,
+                                           Spider("s"))
+        assert said["args"]["item"] == named
+
+
 def test_config_maps_onto_scrapy_settings():
     config = config_from_dict(
         {

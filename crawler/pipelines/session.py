@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import time
 import weakref
 from collections.abc import Mapping
@@ -463,29 +464,35 @@ def session_settings(settings: BaseSettings) -> SessionSettings:
 
     sketch = {**defaults.NEARDUP_SKETCH, **settings.getdict("NEARDUP_SKETCH")}
     containment = settings.get("NEARDUP_CONTAINMENT", defaults.NEARDUP_CONTAINMENT)
+    threshold = _number(settings, "NEARDUP_THRESHOLD", defaults.NEARDUP_THRESHOLD, float)
+    if containment not in (None, ""):
+        containment = _number(settings, "NEARDUP_CONTAINMENT", None, float)
+    cap = _number(settings, "NEARDUP_CAP", defaults.NEARDUP_CAP, int)
     try:
         sketch_params = SketchParams.from_dict(sketch)
         dedup = DedupParams(
-            threshold=settings.getfloat("NEARDUP_THRESHOLD", defaults.NEARDUP_THRESHOLD),
-            containment=None if containment in (None, "") else float(containment),
+            threshold=threshold,
+            containment=None if containment in (None, "") else containment,
             representative=settings.get(
                 "NEARDUP_REPRESENTATIVE", defaults.NEARDUP_REPRESENTATIVE
             ),
             canonicaliser=settings.get("NEARDUP_CANONICALISER", defaults.NEARDUP_CANONICALISER),
-            cap=settings.getint("NEARDUP_CAP", defaults.NEARDUP_CAP),
+            cap=cap,
         )
         area = ContentArea.from_dict(
             {**defaults.NEARDUP_CONTENT_AREA, **settings.getdict("NEARDUP_CONTENT_AREA")}
         )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"NEARDUP settings: {exc}") from None
-    batch_size = settings.getint("NEARDUP_BATCH_SIZE", defaults.NEARDUP_BATCH_SIZE)
-    batch_seconds = settings.getfloat("NEARDUP_BATCH_SECONDS", defaults.NEARDUP_BATCH_SECONDS)
+    batch_size = _number(settings, "NEARDUP_BATCH_SIZE", defaults.NEARDUP_BATCH_SIZE, int)
+    batch_seconds = _number(settings, "NEARDUP_BATCH_SECONDS", defaults.NEARDUP_BATCH_SECONDS,
+                            float)  # fmt: skip
     if batch_size < 1:
         raise ValueError(f"NEARDUP_BATCH_SIZE must be at least 1; got {batch_size}")
     if batch_seconds < 0:
         raise ValueError(f"NEARDUP_BATCH_SECONDS must be >= 0; got {batch_seconds}")
-    max_text_bytes = settings.getint("NEARDUP_MAX_TEXT_BYTES", defaults.NEARDUP_MAX_TEXT_BYTES)
+    max_text_bytes = _number(settings, "NEARDUP_MAX_TEXT_BYTES", defaults.NEARDUP_MAX_TEXT_BYTES,
+                             int)  # fmt: skip
     if max_text_bytes < 0:
         raise ValueError(f"NEARDUP_MAX_TEXT_BYTES must be >= 0; got {max_text_bytes}")
     worker = settings.get("NEARDUP_WORKER", defaults.NEARDUP_WORKER)
@@ -512,9 +519,25 @@ def session_settings(settings: BaseSettings) -> SessionSettings:
         duplicate_budget=budget,
         frontier=frontier,
         crawl_node=crawl_node,
-        frontier_retries=settings.getint("NEARDUP_FRONTIER_RETRIES",
-                                         defaults.NEARDUP_FRONTIER_RETRIES),
+        frontier_retries=_number(settings, "NEARDUP_FRONTIER_RETRIES",
+                                 defaults.NEARDUP_FRONTIER_RETRIES, int),
     )
+
+
+def _number(settings: BaseSettings, name: str, default: Any, kind: type) -> Any:
+    """The setting ``name`` as an int or a float; a value that is none is a ``ValueError``
+    naming the setting (Scrapy's getters name only the value)."""
+    value = settings.get(name, default)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if kind is int and number.is_integer():
+        return int(number)
+    if kind is float and not math.isnan(number):
+        return number
+    noun = "a whole number" if kind is int else "a number"
+    raise ValueError(f"{name} must be {noun}; got {value!r}")
 
 
 def _frontier(settings: BaseSettings) -> tuple[str | None, CrawlNode | None]:

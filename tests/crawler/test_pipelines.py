@@ -450,6 +450,8 @@ def test_bad_settings_are_named(tmp_path):
         ("NEARDUP_BATCH_SIZE", 0, "NEARDUP_BATCH_SIZE must be at least 1"),
         ("NEARDUP_SKETCH", {"kind": "nope"}, "sketch.kind must be one of"),
         ("NEARDUP_DUPLICATE_BUDGET", "lots", "NEARDUP_DUPLICATE_BUDGET must be a whole number"),
+        ("NEARDUP_THRESHOLD", "abc", "NEARDUP_THRESHOLD must be a number; got 'abc'"),
+        ("NEARDUP_CAP", "1.5", "NEARDUP_CAP must be a whole number; got '1.5'"),
     ]:
         crawler = get_crawler(settings_dict={"NEARDUP_STORE": str(tmp_path), name: value})
         with pytest.raises(ValueError, match=re.escape(words)):

@@ -44,8 +44,8 @@ Redis nothing (a request's entry stays in flight there; the next run of the node
 
 Settings (defaults in :mod:`crawler.frontier.defaults`): ``NEARDUP_FRONTIER`` (the Redis URL),
 ``NEARDUP_FRONTIER_NODE`` (``"I/K"``), ``NEARDUP_FRONTIER_CRAWL`` (the crawl's name: its keys'
-prefix), ``NEARDUP_FRONTIER_SETTLE``, ``NEARDUP_FRONTIER_RETRIES``, ``NEARDUP_FRONTIER_LEASE``. Stats:
-``neardup/frontier/...``.
+prefix), ``NEARDUP_FRONTIER_SETTLE``, ``NEARDUP_FRONTIER_RETRIES``,
+``NEARDUP_FRONTIER_LEASE``. Stats: ``neardup/frontier/...``.
 """
 
 from __future__ import annotations

@@ -75,12 +75,12 @@ def without_timing(report: dict) -> dict:
 # --- agreement on real pages with planted duplicates ---------------------------------------------
 
 
-def planted_corpus(folder: Path) -> list[str]:
-    """Real HTML pages, then exact copies and edited copies of a third of them (a paragraph
-    dropped, a sentence added), interleaved; the file names in input order."""
-    pages = html_corpus_or_skip(PAGES)
+def planted_corpus(folder: Path, count: int = PAGES) -> list[str]:
+    """``count`` real HTML pages, then exact copies and edited copies of a third of them (a
+    paragraph dropped, a sentence added), interleaved; the file names in input order."""
+    pages = html_corpus_or_skip(count)
     rng = random.Random(5)
-    chosen = rng.sample(pages, PAGES)
+    chosen = rng.sample(pages, count)
     folder.mkdir()
     names = []
     for n, page in enumerate(chosen):

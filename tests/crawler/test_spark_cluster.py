@@ -161,7 +161,7 @@ def test_on_a_cluster_the_command_writes_what_the_local_engine_writes(
     """A WARC file, JSON Lines without ids (so named by path and line) and real pages with
     planted copies, each given by a path relative to the command's directory, which is not the
     executor's: the cluster's clusters.jsonl is the local engine's, byte for byte."""
-    planted_corpus(tmp_path / "pages")
+    planted_corpus(tmp_path / "pages", 80)
     warc_pages(tmp_path)
     docs, _ = truth_corpus(seed=11, mixed=3, identical=2, singles=2)
     (tmp_path / "t.jsonl").write_text(
@@ -239,7 +239,7 @@ def test_executors_lost_after_the_rounds_are_computed_again_and_the_output_is_th
     from its lineage, so the run goes on and writes what the local engine writes; a local
     checkpoint, which cannot be computed again, would fail the run
     (``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``)."""
-    planted_corpus(tmp_path / "pages")
+    planted_corpus(tmp_path / "pages", 60)
     app = tmp_path / "app.py"
     app.write_text(LOSES_ITS_EXECUTORS)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}

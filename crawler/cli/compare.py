@@ -24,8 +24,11 @@ c(A,B) = |S(A) & S(B)| / |S(A)| over the full shingle sets, and the same quantit
 from the two sketches alone, as a crawl would see them. Near 1 means "roughly the same" or
 "roughly contained".
 
-example:
+examples:
+  neardup compare page1.html page2.html                 how alike, with the crawl's sketch
   neardup compare article.html printable.html --sketch tiered
+  curl -s https://example.org/ | neardup compare - saved.html
+  neardup compare a.txt b.txt --json | jq .estimate
 """
 
 

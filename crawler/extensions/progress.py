@@ -5,10 +5,11 @@
     EXTENSIONS = {"crawler.extensions.progress.ProgressLine": 500}
     NEARDUP_PROGRESS = True
 
-About once a second (``NEARDUP_PROGRESS_INTERVAL``) it shows the pages fetched and the rate over
-the last interval, what the dedup stage decided, and the requests waiting::
+About once a second (``NEARDUP_PROGRESS_INTERVAL``) it shows the responses received (pages,
+redirects, robots.txt: what the end summary calls responses) and their rate over the last
+interval, what the dedup stage decided, and the requests waiting::
 
-    412 pages  38.5/s | kept 301 | dropped 87 (exact 12, near 75) | skipped 24 | queued 1,920
+    412 responses  38.5/s | kept 301 | dropped 87 (exact 12, near 75) | skipped 24 | queued 1,920
 
 On a terminal the line is rewritten in place (``\\r``); into a file or a pipe each update is a
 line of its own, so a log stays readable. Everything comes from the crawl's stats, so the line
@@ -37,17 +38,17 @@ if TYPE_CHECKING:
 
 
 def progress_line(stats: dict[str, Any], rate: float, queued: int | None = None) -> str:
-    """The line for a stats snapshot, a rate in pages per second and the requests waiting
+    """The line for a stats snapshot, a rate in responses per second and the requests waiting
     (None: the stats' enqueued less dequeued).
 
     >>> progress_line({"response_received_count": 12, "neardup/kept": 7,
     ...                "neardup/near_duplicate": 2, "neardup/skipped": 1,
     ...                "scheduler/enqueued": 30, "scheduler/dequeued": 13}, 3.25)
-    '12 pages  3.2/s | kept 7 | dropped 2 (exact 0, near 2) | skipped 1 | queued 17'
+    '12 responses  3.2/s | kept 7 | dropped 2 (exact 0, near 2) | skipped 1 | queued 17'
     >>> progress_line({"neardup/frontier/waiting_for": "3/3 of crawl docs"}, 0.0)[-54:]
     'queued 0 | waiting for node 3/3 of crawl docs to start'
     """
-    pages = stats.get("response_received_count", 0)
+    responses = stats.get("response_received_count", 0)
     kept = stats.get("neardup/kept", 0)
     exact = stats.get("neardup/exact_duplicate", 0)
     near = stats.get("neardup/near_duplicate", 0)
@@ -57,7 +58,8 @@ def progress_line(stats: dict[str, Any], rate: float, queued: int | None = None)
         queued = max(stats.get("scheduler/enqueued", 0) - stats.get("scheduler/dequeued", 0), 0)
     dropped = f"dropped {exact + near + contained:,} (exact {exact:,}, near {near:,}"
     dropped += f", contained {contained:,})" if contained else ")"
-    line = f"{pages:,} pages  {rate:.1f}/s | kept {kept:,} | {dropped} | skipped {skipped:,}"
+    line = (f"{responses:,} responses  {rate:.1f}/s | kept {kept:,} | {dropped} | "
+            f"skipped {skipped:,}")  # fmt: skip
     already = stats.get("neardup/already_decided", 0)
     if already:
         line += f" | already decided {already:,}"

@@ -54,7 +54,7 @@ def test_the_end_summary_says_what_happened_and_where(crawled):
     assert len(Path(log).read_text().splitlines()) == 31
     assert f"neardup verify --store {store}" in out
     # the progress line goes to stderr (plain lines: stderr is not a terminal here)
-    assert "31 pages" in proc.stderr and "kept 21 | dropped 7 (exact 3, near 4)" in proc.stderr
+    assert "31 responses" in proc.stderr and "kept 21 | dropped 7 (exact 3, near 4)" in proc.stderr
     assert "Traceback" not in proc.stderr and "WARNING" not in proc.stderr
     assert verify_store(store).ok
 

@@ -443,8 +443,10 @@ def test_a_node_started_twice_stops_the_second_process_in_one_line(redis_server,
     last, sees it renewed, and stops with one line, having fetched nothing; the first goes on,
     holding its lease."""
     with MirrorSite(hosts_for(2, 1), articles=2).serving() as site:
-        first = start_node(node_command(site, redis_server.url, 1, 2, store_of(tmp_path, 1)),
-                           out_of(tmp_path, 1))  # fmt: skip
+        # a lease of 6 s (renewed every 2 s): a busy machine cannot stall the first that long
+        lease = {"NEARDUP_FRONTIER_LEASE": "6"}
+        first = start_node(node_command(site, redis_server.url, 1, 2, store_of(tmp_path, 1),
+                                        **lease), out_of(tmp_path, 1))  # fmt: skip
         waiting = f"neardup:{{{crawl_of(site)}}}:nodes"
         deadline = time.monotonic() + 60
         while not redis_client.sismember(waiting, 1):  # idle, waiting for node 2
@@ -452,7 +454,8 @@ def test_a_node_started_twice_stops_the_second_process_in_one_line(redis_server,
             time.sleep(0.05)
         fetched = site.fetches()
         out = tmp_path / "second.txt"
-        second = start_node(node_command(site, redis_server.url, 1, 2, tmp_path / "other"), out)
+        second = start_node(node_command(site, redis_server.url, 1, 2, tmp_path / "other",
+                                         **lease), out)  # fmt: skip
         second.wait(timeout=60)
         assert site.fetches() == fetched
         text = out.read_text()

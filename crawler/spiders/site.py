@@ -14,8 +14,9 @@ Three things are done here rather than left to Scrapy's components, each for a r
 * **Ports.** OffsiteMiddleware compares host names only, so a crawl of ``127.0.0.1:8000`` would
   wander to every other port of the machine. The spider checks the port as well, for links and
   for redirect targets; OffsiteMiddleware still runs on host names as a second guard.
-* **max_pages and depth.** The spider schedules at most ``NEARDUP_MAX_PAGES`` URLs and follows
-  no link beyond ``DEPTH_LIMIT``, so a page it schedules is never dropped later without an item
+* **max_pages and depth.** The spider schedules at most ``NEARDUP_MAX_PAGES`` URLs (counted
+  across a Ctrl-C and its resume, in the JOBDIR's spider state) and follows no link beyond
+  ``DEPTH_LIMIT``, so a page it schedules is never dropped later without an item
   (DepthMiddleware would drop such requests silently, and CLOSESPIDER_PAGECOUNT overshoots).
 
 **Links, once the page is decided.** ``parse`` does not yield a page's links: it puts them on
@@ -99,6 +100,8 @@ DEPTH = "neardup_depth"  # link depth from a start URL (a redirect does not add 
 CHAIN = "neardup_redirects"  # the URLs requested before this one in a redirect chain
 RUN = "neardup_run"  # the run of duplicates along the link path (crawler.work.links)
 LINKS = "neardup_links"  # the page's links, waiting for its decision (set by parse)
+#: spider.state key: the URLs this crawl has scheduled, across a stop and its resume
+_SCHEDULED = "neardup_scheduled"
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,8 @@ class SiteSpider(Spider):
         self.links = LinkExtractor(deny_extensions=[], unique=True, canonicalize=False)
         self.seen: set[str] = set()
         self.scheduled = 0
+        #: the spider's state a resumed crawl reads back (None until the first slot is taken)
+        self._state: dict[str, Any] | None = None
         self._told_max_pages = False
         self._middlewares: list[Any] = []
         self._jobdir = settings.get("JOBDIR") or ""
@@ -277,6 +282,11 @@ class SiteSpider(Spider):
         self._schedule(request.replace(dont_filter=True))
 
     def _take_slot(self) -> bool:
+        if self._state is None:
+            # the URLs an interrupted run of this crawl scheduled count too: Scrapy's
+            # SpiderState keeps ``state`` in the JOBDIR across a stop and its resume
+            self._state = getattr(self, "state", {})
+            self.scheduled += int(self._state.get(_SCHEDULED, 0))
         if self.max_pages and self.scheduled >= self.max_pages:
             self.crawler.stats.inc_value("neardup/links/max_pages")
             if not self._told_max_pages:
@@ -284,6 +294,7 @@ class SiteSpider(Spider):
                 self._told_max_pages = True
             return False
         self.scheduled += 1
+        self._state[_SCHEDULED] = self.scheduled
         return True
 
     def _request(

@@ -125,6 +125,23 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path):
     assert not (store / "jobdir").exists()  # finished: nothing left to resume
 
 
+def test_max_pages_holds_across_ctrl_c_and_the_resume(tmp_path):
+    """crawl.max_pages counts what the crawl scheduled before Ctrl-C too: the resumed crawl
+    schedules only the rest, and the two decide the cap's number of pages together."""
+    store = tmp_path / "store"
+    with serve(fault_site()) as base:
+        command = ["crawl", base + "/", "--store", str(store), *ORDERLY,
+                   "--set", "crawl.max_pages=60"]  # fmt: skip
+        first = crawl_stopped_by_ctrl_c(command, store, decided=20)
+        assert first["interrupted"] is True and first["decided"] < 60
+        resumed = neardup(*command)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        second = json.loads(resumed.stdout)
+    assert second["resumed"] is True
+    assert first["decided"] + second["decided"] == 60
+    assert verify_store(store).ok
+
+
 @pytest.mark.slow
 def test_a_resumed_crawl_s_progress_line_counts_the_queue_it_read_back(tmp_path):
     """The queue saved by Ctrl-C comes back from the JOBDIR, outside the scheduler's enqueued

@@ -12,9 +12,9 @@ No validators are sent for a page the store holds no content of (skipped: an err
 timeout, not HTML, ...), since a 304 would confirm nothing: the validators it has may be those
 of a response before the error, and the page that comes back must be decided again; nor for a
 page the store is waiting to fetch in full (kept by a re-decision, its body never stored), nor
-for a page the open run decided: that run is being
-resumed after a kill, which lost its queue, and only the page's body holds the links the run may
-not have followed yet (a 304 has none); nor for a request that asks for the whole page
+for a page the open run decided: that run is being resumed after a kill, which lost its queue,
+and only the page's body holds the links the run may not have followed yet (a 304 has none);
+nor for a request that asks for the whole page
 (``request.meta["neardup_full_fetch"]``). The store is read in the crawl's own process,
 read-only, beside the worker that writes it; what it reads is the last committed state.
 

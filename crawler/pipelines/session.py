@@ -463,16 +463,16 @@ def session_settings(settings: BaseSettings) -> SessionSettings:
     from crawler import settings as defaults
 
     sketch = {**defaults.NEARDUP_SKETCH, **settings.getdict("NEARDUP_SKETCH")}
-    containment = settings.get("NEARDUP_CONTAINMENT", defaults.NEARDUP_CONTAINMENT)
+    given = settings.get("NEARDUP_CONTAINMENT", defaults.NEARDUP_CONTAINMENT)
+    containment = None if given in (None, "") else _number(settings, "NEARDUP_CONTAINMENT",
+                                                           None, float)  # fmt: skip
     threshold = _number(settings, "NEARDUP_THRESHOLD", defaults.NEARDUP_THRESHOLD, float)
-    if containment not in (None, ""):
-        containment = _number(settings, "NEARDUP_CONTAINMENT", None, float)
     cap = _number(settings, "NEARDUP_CAP", defaults.NEARDUP_CAP, int)
     try:
         sketch_params = SketchParams.from_dict(sketch)
         dedup = DedupParams(
             threshold=threshold,
-            containment=None if containment in (None, "") else containment,
+            containment=containment,
             representative=settings.get(
                 "NEARDUP_REPRESENTATIVE", defaults.NEARDUP_REPRESENTATIVE
             ),
@@ -525,8 +525,8 @@ def session_settings(settings: BaseSettings) -> SessionSettings:
 
 
 def _number(settings: BaseSettings, name: str, default: Any, kind: type) -> Any:
-    """The setting ``name`` as an int or a float; a value that is none is a ``ValueError``
-    naming the setting (Scrapy's getters name only the value)."""
+    """The setting ``name`` as an int or a float (``kind``); a value that is not one is a
+    ``ValueError`` naming the setting (Scrapy's getters name only the value)."""
     value = settings.get(name, default)
     try:
         number = float(value)

@@ -324,7 +324,7 @@ def _report(args: argparse.Namespace, config: Any, result: Any, *, to_stderr: bo
     ]
     if result.skipped:
         skipped = ", ".join(_skipped(reason, n, result.first_skipped.get(reason))
-                            for reason, n in result.skipped.most_common())  # fmt: skip
+                            for reason, n in result.skipped_by_count())  # fmt: skip
         lines += ["", f"skipped {sum(result.skipped.values())}: {skipped}"]
     capped = result.stats.get("capped", 0)
     lines += [
@@ -365,7 +365,7 @@ def _check_clustered(result: Any) -> None:
     if result.summary.documents or not (result.skipped or result.broken):
         return
     why = [_skipped(reason, n, result.first_skipped.get(reason))
-           for reason, n in result.skipped.most_common()]  # fmt: skip
+           for reason, n in result.skipped_by_count()]  # fmt: skip
     if result.broken:
         files = len(result.broken)
         why.append(f"{files} file{'s' * (files != 1)} broken off before any document")

@@ -87,6 +87,11 @@ class ReclusterResult:
         if first is not None:
             self.first_skipped.setdefault(reason, first)
 
+    def skipped_by_count(self) -> list[tuple[str, int]]:
+        """The skip reasons, most documents first, ties by name: the same order whichever
+        engine counted them, and in whatever order its counts came in."""
+        return sorted(self.skipped.items(), key=lambda item: (-item[1], item[0]))
+
     def count_repeated(self, n: int, first: Sequence[str]) -> None:
         """Count ``n`` documents skipped because their id was clustered before, ``first`` the
         ids of the first of them in input order (a few are enough: the line names five)."""
@@ -107,7 +112,7 @@ class ReclusterResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "summary": self.summary.to_dict(),
-            "skipped": dict(self.skipped),
+            "skipped": dict(self.skipped_by_count()),
             "broken_files": len(self.broken),
             "broken": [broken.to_dict() for broken in self.broken],
             "repeated_ids": self.repeated,

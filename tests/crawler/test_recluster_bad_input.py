@@ -26,8 +26,10 @@ from warcio.warcwriter import WARCWriter
 
 from crawler.cli import main
 from crawler.recluster.inputs import BrokenInput, InputError, read_jsonl, read_warc_stream
+from crawler.recluster.run import ReclusterResult
 from crawler.recluster.spark.tasks import Task, read_task, tasks
 from dedup.params import SketchParams
+from dedup.summary import ClusterSummary
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "crawler" / "demo" / "site"
@@ -402,6 +404,22 @@ def test_skipped_json_lines_are_located_and_ids_that_are_not_strings_keep_their_
     said = capsys.readouterr().out
     assert f"2 not_json (first: {path}:8)" in said
     assert f"1 no_text_field (first: {path}:9)" in said
+
+
+def test_skip_reasons_are_told_most_first_then_by_name_whatever_order_they_were_counted():
+    """The local engine counts skips in input order, Spark in the order its tasks end: the
+    summary and --json list them the same way for both."""
+    counts = [("not_html (text/css)", 4), ("http_301", 1), ("not_html (text/javascript)", 1),
+              ("http_404", 156)]
+    told = []
+    for order in (counts, counts[::-1]):
+        result = ReclusterResult(ClusterSummary())
+        for reason, n in order:
+            result.count_skipped(reason, n, first=f"first {reason}")
+        told.append((result.skipped_by_count(), list(result.to_dict()["skipped"])))
+    assert told[0] == told[1]
+    assert told[0][1] == ["http_404", "not_html (text/css)", "http_301",
+                          "not_html (text/javascript)"]
 
 
 def test_a_run_that_clusters_nothing_fails_in_one_line_and_keeps_the_old_clusters(

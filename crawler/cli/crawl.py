@@ -84,7 +84,7 @@ examples:
   neardup crawl https://example.org/docs/ --set crawl.max_pages=500 --set dedup.threshold=0.8
   neardup crawl http://127.0.0.1:8000/ --set crawl.concurrency=1 --quiet --json
   neardup crawl https://example.org/ -s REDIRECT_MAX_TIMES=5 -s RETRY_TIMES=0
-  neardup crawl https://example.org/ https://example.net/ --store node1-store \
+  neardup crawl https://example.org/ https://example.net/ --store node1-store \\
       --frontier redis://10.0.0.5:6379/0 --node 1/3
 """
 

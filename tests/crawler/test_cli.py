@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -130,3 +133,41 @@ def test_console_script_and_stdin():
     assert json.loads(done.stdout)["exact"]["resemblance"] == 1.0
     helped = subprocess.run([exe, "compare", "--help"], capture_output=True, text=True, check=True)
     assert "--sketch-size" in helped.stdout and "resemblance" in helped.stdout
+
+
+def _examples(text: str) -> list[str]:
+    """The example commands of a help text: indented lines that start with ``neardup``, a line
+    that ends in a backslash continued by the next, as a shell reads them."""
+    commands, lines = [], iter(text.splitlines())
+    for line in lines:
+        if line.startswith("  neardup "):
+            command = line.strip()
+            while command.endswith("\\"):
+                command = command[:-1].rstrip() + " " + next(lines).strip()
+            commands.append(command)
+    return commands
+
+
+def _words(command: str) -> list[str]:
+    """The words a shell hands the command, up to a pipe or a redirection."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    return list(itertools.takewhile(lambda word: word not in ("|", ">", "<", ">>", "&&", ";"),
+                                    lexer))
+
+
+def test_every_help_example_is_a_command_the_parser_takes():
+    """What --help shows as an example can be copied as it is: the parser accepts it, and no
+    part of it sits where the help's explanations go (after a wide gap)."""
+    from crawler.cli import COMMANDS, EPILOG, build_parser
+
+    parser = build_parser()
+    texts = {"neardup": EPILOG, **{name: module.DESCRIPTION for name, module in COMMANDS.items()}}
+    checked = 0
+    for where, text in texts.items():
+        for example in _examples(text):
+            command, explained = [*re.split(r"\s{2,}", example, maxsplit=1), ""][:2]
+            assert not explained.startswith("-"), f"{where} --help: {example!r}"
+            parser.parse_args(_words(command)[1:])
+            checked += 1
+    assert checked >= 2 * len(COMMANDS)

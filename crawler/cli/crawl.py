@@ -557,12 +557,29 @@ def check_store(config: Config, frontier: Frontier | None = None) -> None:
             store.check_crawl_node(frontier.node if frontier is not None else None)
             if frontier is None:
                 GreedyClusterer(store.index, config.dedup)
+            else:
+                check_node_unfinished(store, frontier)
         if frontier is not None:
             check_crawl(config, frontier)
     except StoreWriteError:
         raise
     except (StoreError, ValueError) as exc:
         raise UserError(str(exc)) from None
+
+
+def check_node_unfinished(store: Any, frontier: Frontier) -> None:
+    """A node's store whose run finished took part in a crawl that ended (a node ends only
+    with the whole crawl): the same command again would find every URL seen and fetch nothing.
+    A crawl on several machines runs once (docs/distributed.md), so this is one line."""
+    from crawler.frontier import defaults
+
+    last = store.history.run()
+    if last is not None and last.finished:
+        raise UserError(
+            f"store {store.path} is {frontier.node.describe()}, which has finished: a crawl on "
+            "several machines runs once; crawl again with a new --store on every node and a new "
+            f"crawl name (-s {defaults.SETTING_CRAWL}=NAME)"
+        )
 
 
 def check_crawl(config: Config, frontier: Frontier) -> None:

@@ -415,6 +415,20 @@ def test_a_node_started_wrongly_is_told_in_one_line(redis_server, redis_client, 
     assert error() == (
         f"store {store} is node 1/3 of the distributed crawl 'other-crawl': crawl it with "
         "--frontier and --node 1/3, or give a single-machine crawl another --store")
+    # a node whose crawl finished: the same command again would fetch nothing and say so as a
+    # recrawl where nothing changed; a crawl on several machines runs once
+    ended = tmp_path / "ended"
+    with Store.open(ended) as made, made.batch():
+        made.join_crawl(CrawlNode("ended-crawl", 2, NODES))
+        made.history.begin_run(time.time())
+        made.history.finish_run(time.time())
+    assert one_line_error(capsys, url, "--store", str(ended), "--frontier", frontier, "--node",
+                          "2/3", "-s", "NEARDUP_FRONTIER_CRAWL=ended-crawl") == (
+        f"store {ended} is node 2/3 of the distributed crawl 'ended-crawl', which has finished: "
+        "a crawl on several machines runs once; crawl again with a new --store on every node "
+        "and a new crawl name (-s NEARDUP_FRONTIER_CRAWL=NAME)")
+    with Store.open(ended, readonly=True) as store:
+        assert store.history.run().number == 1  # no run begun
     single = tmp_path / "single"
     with Store.open(single) as made, made.batch():
         made.put_document(made.next_doc_id(), DocumentRecord(url, "skipped", 0.0))

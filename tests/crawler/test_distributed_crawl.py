@@ -509,7 +509,10 @@ def test_a_node_that_loses_its_redis_stops_with_one_line(tmp_path, how):
         busy = how == "gone_mid_crawl"
         site = MirrorSite(hosts_for(2, 1), articles=30 if busy else 2, delay=0.2 if busy else 0)
         with site.serving():
-            command = node_command(site, server.url, 1, 2, store, NEARDUP_FRONTIER_RETRIES="3")
+            # a Redis restarted empty must be back within the node's retries, or the node
+            # (rightly) says it does not answer: more of them, for a loaded machine
+            retries = "8" if how == "restarted_empty" else "3"
+            command = node_command(site, server.url, 1, 2, store, NEARDUP_FRONTIER_RETRIES=retries)
             node = start_node(command, out)
             waiting = f"neardup:{{{crawl_name([f'{b}/' for b in site.bases])}}}:nodes"
             probe = redis_module.Redis.from_url(server.url)

@@ -69,7 +69,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from crawler.work.links import DUPLICATE_DECISIONS, follows_links, run_after
+from crawler.work.links import DUPLICATE_DECISIONS, Run, follows_links, run_after
 from crawler.work.outcome import STORE_FAILURES, Failure, Outcome, Tally
 from crawler.work.recrawl import (
     Prior,
@@ -161,8 +161,10 @@ class StoreWork:
         self._made_at = time.time()
         #: pages this run fetched before this time were counted by another process
         self._counted_since = 0.0
-        #: the URLs this process decided again (a few: those of pages that changed or went)
-        self._redecided_keys: set[bytes] = set()
+        #: the URLs this process decided again (a few: those of pages that changed or went),
+        #: each with the duplicate run it had before: its own request, if it brings a new body,
+        #: continues that run, not the one the re-decision added to
+        self._redecided_keys: dict[bytes, Run | None] = {}
         #: a node of a distributed crawl: the crawl's index in Redis (crawler.work.shared)
         self.shared: SharedIndex | None = None
         #: URLs whose pages are settled in the store since the last look (:meth:`take_durable`)
@@ -255,8 +257,9 @@ class StoreWork:
         if page.run is None and prior is not None and prior.state is not None:
             # requested without the page that led to it (a recrawl asks for every URL it
             # knows): met again, a duplicate is one more of its cluster in a row, so that a
-            # trap's pages cannot start their runs afresh in every run
-            page.run = prior.state.duplicate_run
+            # trap's pages cannot start their runs afresh in every run; once a run, whether
+            # or not this run decided it again from its old content first
+            page.run = self._redecided_keys.get(url_key(page.url), prior.state.duplicate_run)
         if page.skip_reason:
             # the item's maker (our spider) counts neardup/skipped/<reason> for its own reasons
             return self._skip(page, page.skip_reason, page.skip_detail,
@@ -554,7 +557,7 @@ class StoreWork:
             if self._counted_here(Prior(again.old_doc, old, state)):
                 self._replaced.append((old.decision, None))
                 self._recounted.add(id(entry))
-            self._redecided_keys.add(key)
+            self._redecided_keys.setdefault(key, state.duplicate_run if state else None)
             awaiting = kind == "kept"
             # decided in this run: its own request, later in the run, passes it over (an
             # unchanged 304 would put its previous decision back in the log and the WARC

@@ -24,6 +24,7 @@ from crawler.demo.build import read_articles
 from crawler.demo.server import Exchange, Route, serve
 from storage.log import read_log
 from storage.pages import IDENTICAL_PAYLOAD, SERVER_NOT_MODIFIED, payload_digest
+from storage.store import Store, url_key
 from storage.verify import verify_store
 from tests.crawler.recrawl_site import SitePage, html_page, recrawl_site, routes
 from tests.crawler.replay import raw, replay
@@ -391,6 +392,12 @@ def test_copies_that_changed_with_their_page_are_decided_by_what_they_serve_now(
         assert (last["decision"], last["change"]) == ("exact_duplicate", "changed"), second[path]
         assert last["duplicate_of"] == site.base + "/page.html", last
     assert verify_store(site.store).ok
+    # each copy is one more duplicate in a row in each run (the spider-trap budget), decided
+    # twice in this one or not: the second of its cluster now, as it was the first before
+    with Store.open(site.store, readonly=True) as store:
+        for path in COPIES:
+            state = store.history.get(url_key(site.base + path))
+            assert state.duplicate_run == (second[path][-1]["cluster_id"], 2), path
 
 
 def test_a_page_that_failed_once_is_fetched_whole_when_it_comes_back(tmp_path):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from hypothesis import settings
 
@@ -14,13 +16,15 @@ pytest_plugins = ("tests.redis_server",)
 settings.register_profile("neardup", deadline=None)
 settings.load_profile("neardup")
 
+# Every Spark session a test starts, here or in a child process, reads its defaults from
+# tests/spark_conf/spark-defaults.conf, and none from a developer's own Spark configuration.
+os.environ["SPARK_CONF_DIR"] = str(Path(__file__).with_name("spark_conf"))
+
 
 def html_corpus_or_skip(min_pages: int, packages: Sequence[str] | None = None) -> list:
     """The real HTML corpus (``benchmarks.corpus``: its default packages, or ``packages``) of
     at least ``min_pages`` pages; without it a test is skipped, except in CI, where it fails:
     CI must test on real pages."""
-    import os
-
     import pytest
 
     from benchmarks.corpus import PACKAGES, html_corpus

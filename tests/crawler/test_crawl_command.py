@@ -125,6 +125,7 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path):
     assert not (store / "jobdir").exists()  # finished: nothing left to resume
 
 
+@pytest.mark.slow
 def test_max_pages_holds_across_ctrl_c_and_the_resume(tmp_path):
     """crawl.max_pages counts what the crawl scheduled before Ctrl-C too: the resumed crawl
     schedules only the rest, and the two decide the cap's number of pages together."""
@@ -158,6 +159,7 @@ def test_a_resumed_crawl_s_progress_line_counts_the_queue_it_read_back(tmp_path)
     assert queued and queued[0] > 0 and queued[-1] == 0, resumed.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_an_idle_batch_commits_on_the_clock(tmp_path):
     store = tmp_path / "store"
     text = " ".join(f"word{i}" for i in range(60))

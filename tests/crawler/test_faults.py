@@ -231,6 +231,7 @@ def _wait_for_decisions(proc: subprocess.Popen[bytes], store: Path, decisions: i
         time.sleep(0.005)
 
 
+@pytest.mark.slow
 def test_a_crawl_killed_early_resumes_to_every_page_though_the_server_answers_304s(
         site, uninterrupted, tmp_path):
     """The server sends validators, so the restarted crawl could ask for the pages the killed

@@ -337,6 +337,7 @@ def _decisions(summary: dict[str, Any]) -> dict[str, int]:
     return {kind: n for kind, n in summary["decisions"].items() if n}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("late", ["copies", "page"])
 def test_copies_of_a_changed_page_are_decided_again_once_and_keep_that_decision(tmp_path, late):
     """Two identical copies of a page that changes a little: both are decided again right
@@ -375,6 +376,7 @@ def test_copies_of_a_changed_page_are_decided_again_once_and_keep_that_decision(
     assert verify_store(store).ok
 
 
+@pytest.mark.slow
 def test_copies_that_changed_with_their_page_are_decided_by_what_they_serve_now(tmp_path):
     """A change to every page (a template's): the copies, decided again from their old
     content right after the page, are decided once more when their own new bodies come, and
@@ -400,6 +402,7 @@ def test_copies_that_changed_with_their_page_are_decided_by_what_they_serve_now(
             assert state.duplicate_run == (second[path][-1]["cluster_id"], 2), path
 
 
+@pytest.mark.slow
 def test_a_page_that_failed_once_is_fetched_whole_when_it_comes_back(tmp_path):
     """A kept page answers 404 in one run and comes back with the same bytes in the next: it is
     asked for without the validators of its first response (a 304 would confirm content the

@@ -119,7 +119,13 @@ def test_spark_agrees_with_the_local_engine_on_real_pages(spark, tmp_path, capsy
     for kind in ("kept", "exact_duplicate", "near_duplicate"):
         assert got["clustering"][kind] == expected["clustering"][kind] > 0
 
-    # another partition count, and Parquet: the same rows in the same order
+
+@pytest.mark.slow
+def test_another_partition_count_and_parquet_give_the_same_rows_in_the_same_order(
+        spark, tmp_path, capsys):
+    names = planted_corpus(tmp_path / "pages")
+    local = tmp_path / "local.jsonl"
+    expected = run(capsys, "--html", *names, "-o", str(local), "--threshold", "0.8", "-j", "1")
     parquet = tmp_path / "clusters.parquet"
     again = run(capsys, "--engine", "spark", "--html", *names, "-o", str(parquet),
                 "--threshold", "0.8", "--partitions", "3", "--output-format", "parquet")
@@ -127,7 +133,6 @@ def test_spark_agrees_with_the_local_engine_on_real_pages(spark, tmp_path, capsy
     rows = spark.read.parquet(str(parquet)).orderBy("position").collect()
     lines = [json.loads(line) for line in local.read_text().splitlines()]
     assert [{k: r[k] for k in lines[0]} for r in rows] == lines
-
 
 
 @pytest.mark.slow

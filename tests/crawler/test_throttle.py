@@ -199,6 +199,7 @@ def test_a_slow_page_does_not_set_the_pace_with_the_defaults(tmp_path):
     assert "WARNING" not in stderr and "Traceback" not in stderr
 
 
+@pytest.mark.slow
 def test_the_same_crawl_with_the_throttle_off(tmp_path):
     summary, requests, stderr = crawl_site(tmp_path, "--set", "crawl.autothrottle=false")
     check_the_crawl(summary, requests)

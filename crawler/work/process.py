@@ -93,7 +93,10 @@ _CHILD = (
 def _child_main() -> None:
     """The worker process (see :data:`_CHILD` and :class:`Worker`)."""
     parent = os.getppid()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the crawl, which stops us
+    # Ctrl-C, and a SIGTERM sent to the whole process group (timeout, kill -TERM -PGID, a
+    # stopped systemd service), stop the crawl, which then stops us once its work is stored
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     die_with_parent()
     if os.getppid() != parent:  # the crawl died before we asked
         return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import re
 import signal
 import socket
@@ -80,29 +81,38 @@ def test_json_summary_and_a_repeated_crawl(crawled):
     assert report.warc_records == 21 and report.revisit_records == 21 + 2
 
 
-def crawl_stopped_by_ctrl_c(command: list[str], store: Path, decided: int) -> dict:
-    """``neardup COMMAND`` in a child process, sent SIGINT once its dedup log holds ``decided``
-    lines: its JSON summary, after it exited with 130."""
+def crawl_stopped_by_ctrl_c(command: list[str], store: Path, decided: int,
+                            stop: str = "ctrl_c") -> dict:
+    """``neardup COMMAND`` in a child process, stopped once its dedup log holds ``decided``
+    lines: its JSON summary, after it exited with 130. ``stop`` is how: ``ctrl_c``, SIGINT to
+    the command; ``sigterm_group``, SIGTERM to every process of the command's group, as
+    ``timeout``, ``kill -TERM -PGID`` and a stopped systemd service send it."""
     proc = subprocess.Popen([sys.executable, "-m", "crawler.cli", *command], cwd=ROOT,
-                            env=child_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=stop == "sigterm_group")  # fmt: skip
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and proc.poll() is None:
         logs = list((store / "logs").glob("*.jsonl")) if (store / "logs").is_dir() else []
         if logs and logs[0].read_bytes().count(b"\n") >= decided:
             break
         time.sleep(0.01)
-    proc.send_signal(signal.SIGINT)
+    if stop == "sigterm_group":
+        os.killpg(proc.pid, signal.SIGTERM)
+    else:
+        proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err[-3000:]
     return json.loads(out)
 
 
-def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path):
+@pytest.mark.parametrize("stop", ["ctrl_c", pytest.param("sigterm_group", marks=pytest.mark.slow)])
+def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path, stop):
+    """Ctrl-C, and SIGTERM to the crawl's whole process group (its worker process included),
+    stop the crawl the same way: cleanly, and the same command resumes."""
     store = tmp_path / "store"
     with serve(fault_site()) as base:
         command = ["crawl", base + "/", "--store", str(store), *ORDERLY]
-        first = crawl_stopped_by_ctrl_c(command, store, decided=24)
+        first = crawl_stopped_by_ctrl_c(command, store, decided=24, stop=stop)
         assert first["interrupted"] is True and first["reason"] == "shutdown"
         assert 24 <= first["decided"] < 161
         assert (store / "jobdir").is_dir() and not (store / "crawl.running").exists()

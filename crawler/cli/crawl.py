@@ -295,10 +295,13 @@ class CrawlOutcome:
     @property
     def links_not_followed(self) -> dict[str, int]:
         """Links not followed, by why: ``duplicate_budget`` (the links of duplicates past
-        ``crawl.duplicate_link_budget``, on ``duplicate_budget_pages`` pages)."""
+        ``crawl.duplicate_link_budget``, on ``duplicate_budget_pages`` pages) and
+        ``max_pages`` (links found once ``crawl.max_pages`` URLs were scheduled, each time
+        one was found)."""
         return {
             "duplicate_budget": self.stats.get("neardup/links/duplicate_budget", 0),
             "duplicate_budget_pages": self.stats.get("neardup/duplicate_budget_pages", 0),
+            "max_pages": self.stats.get("neardup/links/max_pages", 0),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -376,6 +379,9 @@ class CrawlOutcome:
                 f"duplicate{'' if pages == 1 else 's'} past crawl.duplicate_link_budget "
                 "(a spider trap ends)"
             )
+        if held["max_pages"]:
+            lines.append(f"  links not followed {held['max_pages']:>7,}   past crawl.max_pages: the "
+                         "crawl stopped at its cap of pages")  # fmt: skip
         if self.not_committed:
             lines.append(
                 f"  not committed      {self.not_committed:>7,}   lost with the batch that "

@@ -249,3 +249,35 @@ def test_inline_work_and_a_repeated_crawl_stop_at_the_traps_too(trap_site, tmp_p
         assert again["decided"] == known + again["changes"]["new"]
         assert again["changes"]["redecided"] > 0
         known = again["decided"]
+
+
+@pytest.mark.slow
+def test_a_symlink_to_the_parent_directory_ends_with_the_exclude_the_docs_give(tmp_path):
+    """docs/crawling.md, "What it does not catch": a directory that links to its parent through
+    a symbolic link serves the site again at every depth, and its copies alternate between two
+    clusters (the listings of / and of /docs/), so no duplicate run grows and the defaults
+    follow it until crawl.max_pages; the pattern the page gives, which leaves out URLs whose
+    path repeats a segment, ends the crawl with every real page kept."""
+    from crawler.demo.server import serve
+
+    docs = tmp_path / "site" / "docs"
+    docs.mkdir(parents=True)
+    truth = load_truth()["pages"]
+    originals = [p for p, page in truth.items() if page["kind"] == "original"][:8]
+    for n, path in enumerate(originals):
+        (docs / f"page-{n}.html").write_bytes((SITE_DIR / path.lstrip("/")).read_bytes())
+    (docs / "up").symlink_to("..")
+    requests: list[str] = []
+    with serve(tmp_path / "site", request_log=requests) as base:
+        trapped = crawl(base, tmp_path / "defaults", "--set", "crawl.max_pages=150")
+        assert trapped["decided"] == 150 and trapped["links_not_followed"]["max_pages"] > 0
+        assert sum("/up/docs/up/docs/up/" in p for p in requests) > 10
+        requests.clear()
+        summary = crawl(base, tmp_path / "excluded", "--set",
+                        'crawl.exclude=["(/[^/]+/).*\\\\1"]')  # fmt: skip
+    assert summary["reason"] == "finished" and summary["links_not_followed"]["max_pages"] == 0
+    assert not [p for p in requests if re.search(r"(/[^/]+/).*\1", p)]
+    kept = {p for p, e in decisions(tmp_path / "excluded", base).items()
+            if e["decision"] == "kept"}  # fmt: skip
+    assert {f"/docs/page-{n}.html" for n in range(len(originals))} <= kept
+    assert verify_store(tmp_path / "excluded").ok

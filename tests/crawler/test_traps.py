@@ -254,9 +254,9 @@ def test_inline_work_and_a_repeated_crawl_stop_at_the_traps_too(trap_site, tmp_p
 @pytest.mark.slow
 def test_a_symlink_to_the_parent_directory_ends_with_the_exclude_the_docs_give(tmp_path):
     """docs/crawling.md, "What it does not catch": a directory that links to its parent through
-    a symbolic link serves the site again at every depth, and its copies alternate between two
-    clusters (the listings of / and of /docs/), so no duplicate run grows and the defaults
-    follow it until crawl.max_pages; the pattern the page gives, which leaves out URLs whose
+    a symbolic link serves the site again at every depth; its short listings of / differ by
+    their titles, so each is kept and no duplicate run grows, and the defaults follow it until
+    crawl.max_pages; the pattern the page gives, which leaves out URLs whose
     path repeats a segment, ends the crawl with every real page kept."""
     from crawler.demo.server import serve
 

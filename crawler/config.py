@@ -41,6 +41,11 @@ class CrawlParams:
     #: N-th page in a row of one cluster along its link path (a spider trap repeats one
     #: page); 0 never follows a duplicate's links, None always does (docs/crawling.md)
     duplicate_link_budget: int | None = 2
+    #: a link whose path repeats a segment, or a run of segments, more than N times in a row
+    #: (``/a/a/a/``: a directory linked to itself or its parent), or has more than
+    #: ``max_path_segments`` segments, is not followed; 0: no limit (crawler.spiders.paths)
+    max_path_repeats: int = 2
+    max_path_segments: int = 20
     #: a recrawl asks for each URL the store knows with the validators of its last response
     #: (If-None-Match, If-Modified-Since), so an unchanged page costs a 304 (docs/crawling.md)
     conditional_requests: bool = True
@@ -68,7 +73,7 @@ class CrawlParams:
     batch_seconds: float = 2.0
 
     def __post_init__(self) -> None:
-        for name in ("max_depth", "max_pages"):
+        for name in ("max_depth", "max_pages", "max_path_repeats", "max_path_segments"):
             _check(f"crawl.{name}", getattr(self, name), int, minimum=0)
         if self.duplicate_link_budget is not None:
             _check("crawl.duplicate_link_budget", self.duplicate_link_budget, int, minimum=0)

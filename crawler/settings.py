@@ -58,6 +58,9 @@ NEARDUP_ALLOWED_DOMAINS: list[str] = list(_CRAWL.allowed_domains)  # [] = start 
 NEARDUP_INCLUDE: list[str] = list(_CRAWL.include)  # regexes; if any, a link must match one
 NEARDUP_EXCLUDE: list[str] = list(_CRAWL.exclude)  # regexes; a link matching one is not followed
 NEARDUP_MAX_PAGES = _CRAWL.max_pages  # URLs the spider schedules at most (0 = no limit)
+# links whose path repeats itself, or is this deep, are not followed (crawler.spiders.paths)
+NEARDUP_MAX_PATH_REPEATS = _CRAWL.max_path_repeats
+NEARDUP_MAX_PATH_SEGMENTS = _CRAWL.max_path_segments
 # links of a duplicate followed while it is at most the N-th of its cluster in a row along the
 # link path (crawler.work.links); -1: no budget (config.yaml's null)
 NEARDUP_DUPLICATE_BUDGET = _CRAWL.duplicate_budget_setting
@@ -128,6 +131,8 @@ def scrapy_settings(config: Config) -> dict[str, Any]:
         # yields exactly that many items; CLOSESPIDER_PAGECOUNT would let in-flight requests
         # through and count robots.txt, so it is left to the user.
         "NEARDUP_MAX_PAGES": crawl.max_pages,
+        "NEARDUP_MAX_PATH_REPEATS": crawl.max_path_repeats,
+        "NEARDUP_MAX_PATH_SEGMENTS": crawl.max_path_segments,
         "NEARDUP_DUPLICATE_BUDGET": crawl.duplicate_budget_setting,
         # a recrawl asks for each URL the store knows only if it changed (If-None-Match,
         # If-Modified-Since from the store's history)

@@ -297,11 +297,14 @@ class CrawlOutcome:
         """Links not followed, by why: ``duplicate_budget`` (the links of duplicates past
         ``crawl.duplicate_link_budget``, on ``duplicate_budget_pages`` pages) and
         ``max_pages`` (links found once ``crawl.max_pages`` URLs were scheduled, each time
-        one was found)."""
+        one was found), ``repeated_path`` and ``too_many_segments`` (links whose path repeats
+        itself or runs too deep: crawler.spiders.paths)."""
         return {
             "duplicate_budget": self.stats.get("neardup/links/duplicate_budget", 0),
             "duplicate_budget_pages": self.stats.get("neardup/duplicate_budget_pages", 0),
             "max_pages": self.stats.get("neardup/links/max_pages", 0),
+            "repeated_path": self.stats.get("neardup/links/repeated_path", 0),
+            "too_many_segments": self.stats.get("neardup/links/too_many_segments", 0),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -379,6 +382,10 @@ class CrawlOutcome:
                 f"duplicate{'' if pages == 1 else 's'} past crawl.duplicate_link_budget "
                 "(a spider trap ends)"
             )
+        paths = held["repeated_path"] + held["too_many_segments"]
+        if paths:
+            lines.append(f"  links not followed {paths:>7,}   whose path repeats itself or runs past "
+                         "crawl.max_path_segments (a directory linked to itself ends)")  # fmt: skip
         if held["max_pages"]:
             lines.append(f"  links not followed {held['max_pages']:>7,}   past crawl.max_pages: the "
                          "crawl stopped at its cap of pages")  # fmt: skip

@@ -66,6 +66,7 @@ from w3lib.url import canonicalize_url, safe_url_string
 from crawler import settings as defaults
 from crawler.downloadermiddlewares.conditional import FULL_FETCH, KNOWN_DIGEST
 from crawler.items import PageItem
+from crawler.spiders.paths import path_refusal
 from crawler.work.refusal import media_type_of, refused
 from dedup.canonical import ENGINES, UNITS, document_tokens
 from dedup.html_text import DocumentTooDeep, charset_of
@@ -205,6 +206,10 @@ class SiteSpider(Spider):
         self.include = _patterns(settings, "NEARDUP_INCLUDE")
         self.exclude = _patterns(settings, "NEARDUP_EXCLUDE")
         self.max_pages = settings.getint("NEARDUP_MAX_PAGES", defaults.NEARDUP_MAX_PAGES)
+        self.max_path_repeats = settings.getint("NEARDUP_MAX_PATH_REPEATS",
+                                                defaults.NEARDUP_MAX_PATH_REPEATS)
+        self.max_path_segments = settings.getint("NEARDUP_MAX_PATH_SEGMENTS",
+                                                 defaults.NEARDUP_MAX_PATH_SEGMENTS)
         self.depth_limit = settings.getint("DEPTH_LIMIT")
         self.max_redirects = settings.getint("REDIRECT_MAX_TIMES", 20)
         # UrlLengthMiddleware would drop a longer URL silently, after we counted it as scheduled
@@ -321,8 +326,8 @@ class SiteSpider(Spider):
 
         The include and exclude patterns are searched for in the canonical URL.
         """
-        scheme = urlsplit(url).scheme
-        if scheme not in _DEFAULT_PORTS:
+        parts = urlsplit(url)
+        if parts.scheme not in _DEFAULT_PORTS:
             return "scheme"
         if self.max_url_length and len(url) > self.max_url_length:
             return "too_long"
@@ -332,7 +337,7 @@ class SiteSpider(Spider):
             return "excluded"
         if self.include and not any(p.search(url) for p in self.include):
             return "not_included"
-        return None
+        return path_refusal(parts.path, self.max_path_repeats, self.max_path_segments)
 
     def _page_links(self, response: TextResponse, depth: int) -> list[str]:
         """The page's links the crawl may follow: canonical, in scope, each once (refused

@@ -252,12 +252,12 @@ def test_inline_work_and_a_repeated_crawl_stop_at_the_traps_too(trap_site, tmp_p
 
 
 @pytest.mark.slow
-def test_a_symlink_to_the_parent_directory_ends_with_the_exclude_the_docs_give(tmp_path):
-    """docs/crawling.md, "What it does not catch": a directory that links to its parent through
-    a symbolic link serves the site again at every depth; its short listings of / differ by
-    their titles, so each is kept and no duplicate run grows, and the defaults follow it until
-    crawl.max_pages; the pattern the page gives, which leaves out URLs whose
-    path repeats a segment, ends the crawl with every real page kept."""
+def test_a_directory_linked_to_its_parent_ends_by_itself_with_the_defaults(tmp_path):
+    """A directory that links to its parent through a symbolic link serves the site again at
+    every depth; its short listings of / differ by their titles, so each is kept and no
+    duplicate run grows. crawl.max_path_repeats ends it: with the defaults every real page is
+    kept and no path repeats itself three times; without the path limits only
+    crawl.max_pages stops the crawl (docs/crawling.md)."""
     from crawler.demo.server import serve
 
     docs = tmp_path / "site" / "docs"
@@ -269,15 +269,19 @@ def test_a_symlink_to_the_parent_directory_ends_with_the_exclude_the_docs_give(t
     (docs / "up").symlink_to("..")
     requests: list[str] = []
     with serve(tmp_path / "site", request_log=requests) as base:
-        trapped = crawl(base, tmp_path / "defaults", "--set", "crawl.max_pages=150")
-        assert trapped["decided"] == 150 and trapped["links_not_followed"]["max_pages"] > 0
-        assert sum("/up/docs/up/docs/up/" in p for p in requests) > 10
+        summary = crawl(base, tmp_path / "defaults")
+        followed = list(requests)
         requests.clear()
-        summary = crawl(base, tmp_path / "excluded", "--set",
-                        'crawl.exclude=["(/[^/]+/).*\\\\1"]')  # fmt: skip
+        trapped = crawl(base, tmp_path / "unlimited", "--set", "crawl.max_path_repeats=0",
+                        "--set", "crawl.max_path_segments=0", "--set", "crawl.max_pages=150")
     assert summary["reason"] == "finished" and summary["links_not_followed"]["max_pages"] == 0
-    assert not [p for p in requests if re.search(r"(/[^/]+/).*\1", p)]
-    kept = {p for p, e in decisions(tmp_path / "excluded", base).items()
+    assert summary["links_not_followed"]["repeated_path"] > 0
+    assert "/docs/up/docs/up/" in followed
+    assert not [p for p in followed if "/docs/up/docs/up/docs/up/" in p]
+    kept = {p for p, e in decisions(tmp_path / "defaults", base).items()
             if e["decision"] == "kept"}  # fmt: skip
     assert {f"/docs/page-{n}.html" for n in range(len(originals))} <= kept
-    assert verify_store(tmp_path / "excluded").ok
+    assert verify_store(tmp_path / "defaults").ok
+    # the path limits are what end it: without them, only crawl.max_pages does
+    assert trapped["decided"] == 150 and trapped["links_not_followed"]["max_pages"] > 0
+    assert sum("/docs/up/docs/up/docs/up/" in p for p in requests) > 10

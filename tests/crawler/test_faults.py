@@ -320,11 +320,18 @@ def test_a_full_disk_stops_the_crawl_in_one_line_and_the_next_run_resumes(
     assert first["not_committed"] > 0  # the batch that failed, counted apart
     assert_counts_what_was_committed([first], store)
     # again on the full disk: the same one line (not the log file's "--- Logging error ---")
-    again = assert_one_line_failure(crawl_proc(site, store), "no space left on device", store)
-    # it passes over what was committed (the URLs the store knows fill the queue, so the full
-    # disk stops it at least as soon)
-    assert 0 < again["already_decided"] <= first["decided"]
-    assert_counts_what_was_committed([first, again], store)
+    proc = crawl_proc(site, store)
+    if proc.stdout:
+        again = assert_one_line_failure(proc, "no space left on device", store)
+        # it passes over what was committed (the URLs the store knows fill the queue, so the
+        # full disk stops it at least as soon)
+        assert 0 < again["already_decided"] <= first["decided"]
+        assert_counts_what_was_committed([first, again], store)
+    else:  # the disk was too full for the crawl to start: the same line, and no summary
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        assert proc.stderr.startswith(f"neardup crawl: error: no space left on device: {store}")
+        assert len(proc.stderr.splitlines()) == 1, proc.stderr[-3000:]
+        assert_counts_what_was_committed([first], store)
     grown = subprocess.run(["mount", "-o", "remount,size=16m", str(small_disk)], check=False)
     assert grown.returncode == 0
     assert_the_next_run_finishes(site, store, uninterrupted)

@@ -490,6 +490,12 @@ def test_a_node_started_twice_stops_the_second_process_in_one_line(redis_server,
 # --- losing Redis -------------------------------------------------------------------------------
 
 
+def asked_who_is_missing(probe: redis_module.Redis, nodes_key: str) -> bool:
+    """Node 1 is registered in ``nodes_key`` and a client's last command was SMEMBERS."""
+    return bool(probe.sismember(nodes_key, 1)) and any(
+        client.get("cmd") == "smembers" for client in probe.client_list())
+
+
 @pytest.mark.parametrize("how", ["gone", "restarted_empty", "gone_mid_crawl"])
 def test_a_node_that_loses_its_redis_stops_with_one_line(tmp_path, how):
     """Node 1 of 2 has crawled its hosts and waits for node 2 (never started) when its Redis
@@ -517,8 +523,10 @@ def test_a_node_that_loses_its_redis_stops_with_one_line(tmp_path, how):
             waiting = f"neardup:{{{crawl_name([f'{b}/' for b in site.bases])}}}:nodes"
             probe = redis_module.Redis.from_url(server.url)
             deadline = time.monotonic() + 60
-            # registered: idle, waiting for node 2; or, mid-crawl, a few pages fetched
-            while len(site.fetches()) < 6 if busy else not probe.sismember(waiting, 1):
+            # idle and waiting for node 2: registered, and has asked which nodes have not
+            # (SMEMBERS, which only that question sends), so its stats say whom it waits for;
+            # or, mid-crawl, a few pages fetched
+            while len(site.fetches()) < 6 if busy else not asked_who_is_missing(probe, waiting):
                 assert time.monotonic() < deadline and node.poll() is None, out.read_text()
                 time.sleep(0.05)
             probe.close()

@@ -119,12 +119,6 @@ def nobody_answers(tmp_path_factory):
         started.process.communicate()
 
 
-def command(cluster: Standalone, cwd: Path, python: str, *argv: str):
-    """``neardup recluster --engine spark`` on the cluster, in a process of its own in ``cwd``,
-    its driver on loopback, its executors running ``python``."""
-    return started_command(cluster.url, cwd, python, *argv).communicate(timeout=600)
-
-
 class Done:
     """What a command left: its exit status and its output."""
 
@@ -143,68 +137,37 @@ class Started:
         return Done(self.process.returncode, stdout, stderr)
 
 
-def started_command(master: str, cwd: Path, python: str, *argv: str) -> Started:
-    """:func:`command`, started and not waited for."""
+def started_command(master: str, cwd: Path, python: str, *argv: str,
+                    program: tuple[str, ...] = ("-m", "crawler.cli")) -> Started:
+    """``neardup recluster --engine spark`` on ``master``, in a process of its own in ``cwd``
+    (``program``: what Python runs, the command's module or a script that calls it), its
+    driver on loopback, its executors running ``python``; started, not waited for."""
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     for inherited in ("PYSPARK_PYTHON", "PYSPARK_GATEWAY_PORT"):  # the setting must do it
         env.pop(inherited, None)
     return Started(subprocess.Popen(
-        [sys.executable, "-m", "crawler.cli", "recluster", "--engine", "spark",
+        [sys.executable, *program, "recluster", "--engine", "spark",
          "--master", master, "--spark-conf", "spark.driver.host=127.0.0.1",
          "--spark-conf", f"spark.pyspark.python={python}", *argv, "--quiet"],
         cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     ))
 
 
-def test_on_a_cluster_the_command_writes_what_the_local_engine_writes(
-        standalone, tmp_path, monkeypatch, capsys):
-    """A WARC file, JSON Lines without ids (so named by path and line) and real pages with
-    planted copies, each given by a path relative to the command's directory, which is not the
-    executor's: the cluster's clusters.jsonl is the local engine's, byte for byte."""
-    planted_corpus(tmp_path / "pages", 80)
-    warc_pages(tmp_path)
-    docs, _ = truth_corpus(seed=11, mixed=3, identical=2, singles=2)
-    (tmp_path / "t.jsonl").write_text(
-        "".join(json.dumps({"text": " ".join(tokens) + "."}) + "\n" for _, tokens in docs))
-    given = ["--warc", "crawl.warc.gz", "--jsonl", "t.jsonl", "--html", "pages",
-             "--threshold", "0.8", "--json"]
-
-    done = command(standalone, tmp_path, sys.executable, *given, "-o", "spark.jsonl")
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout)
-    monkeypatch.chdir(tmp_path)
-    assert main(["recluster", *given, "-o", "local.jsonl", "--quiet"]) == 0
-    expected = json.loads(capsys.readouterr().out)
-
-    assert got["spark"] == {"master": standalone.url, "cores": 2, "settings": {
-        "spark.driver.host": "127.0.0.1", "spark.pyspark.python": sys.executable}}
-    assert (tmp_path / "spark.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
-    assert without_timing(got) == without_timing(expected)
-    assert expected["summary"]["mixed_clusters"] >= 10
-    ids = [json.loads(line)["id"] for line in (tmp_path / "spark.jsonl").read_text().splitlines()]
-    for each_input in ("http://site.test/", "t.jsonl:", "pages/"):
-        assert any(doc_id.startswith(each_input) for doc_id in ids), each_input
-    # the tasks ran in an executor the worker started, in the worker's directory
-    assert list(standalone.work.glob("app-*/*/stderr"))
-
-
-#: a PySpark application that runs the engine as a library on the cluster, and kills the
-#: application's executors (every JVM the worker started for it) the moment the engine logs
-#: that the greedy rounds are decided: what they hold then (the preferences, the rounds' steps,
-#: the documents) is gone, and the numbering and the write still have to read it
+#: the command, as ``python -m crawler.cli`` runs it, with one thing more in its process: the
+#: moment the engine logs that the greedy rounds are decided, it kills the application's
+#: executors (every JVM the workers started for it), and says so in ``lost.json``. What they
+#: hold then (the preferences, the rounds' steps, the documents) is gone, and the numbering and
+#: the write still have to read it
 LOSES_ITS_EXECUTORS = """
 import json, logging, os, signal, sys
 from pathlib import Path
-from crawler.recluster.spark import recluster_spark, spark_session, tasks
-from dedup.params import DedupParams, SketchParams
+from pyspark.sql import SparkSession
+from crawler.cli import main
 
-master, pages, out = sys.argv[1:]
 lost_after = "estimates and greedy rounds"
-session, _ = spark_session(master, {"spark.driver.host": "127.0.0.1"})
-app = session.sparkContext.applicationId.encode()
 killed = []
 
-def executors():
+def executors(app):
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\\0")
@@ -216,49 +179,60 @@ def executors():
 class LoseTheExecutors(logging.Handler):
     def emit(self, record):
         if record.getMessage().startswith(lost_after) and not killed:
-            for pid in executors():
+            app = SparkSession.getActiveSession().sparkContext.applicationId
+            for pid in executors(app.encode()):
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
+            Path("lost.json").write_text(json.dumps({"app": app, "killed": len(killed)}))
 
 logger = logging.getLogger("crawler.recluster.spark.run")
 logger.setLevel(logging.DEBUG)
 logger.addHandler(LoseTheExecutors())
-with open(out, "w", encoding="utf-8") as fh:
-    result = recluster_spark(session, tasks(html=[pages]), SketchParams(),
-                             DedupParams(threshold=0.8), out=fh)
-print(json.dumps({"app": app.decode(), "killed": len(killed),
-                  "documents": result.summary.documents}))
-session.stop()
+sys.exit(main(sys.argv[1:]))
 """
 
 
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds executors in /proc")
-def test_executors_lost_after_the_rounds_are_computed_again_and_the_output_is_the_same(
+def test_on_a_cluster_that_loses_its_executors_the_command_writes_what_the_local_engine_writes(
         standalone, tmp_path, monkeypatch, capsys):
-    """A lost executor (a preempted node) takes what it kept with it. Spark computes it again
-    from its lineage, so the run goes on and writes what the local engine writes; a local
-    checkpoint, which cannot be computed again, would fail the run
+    """A WARC file, JSON Lines without ids (so named by path and line) and real pages with
+    planted copies, each given by a path relative to the command's directory, which is not the
+    executor's. Midway every executor is lost (a preempted node), and takes what it kept with
+    it: Spark computes that again from its lineage, on the executors the workers start in
+    their place, so the run goes on, and the cluster's clusters.jsonl is the local engine's,
+    byte for byte. A local checkpoint, which cannot be computed again, would fail the run
     (``CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND``)."""
-    planted_corpus(tmp_path / "pages", 60)
-    app = tmp_path / "app.py"
-    app.write_text(LOSES_ITS_EXECUTORS)
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    env.pop("PYSPARK_GATEWAY_PORT", None)
-    done = subprocess.run([sys.executable, str(app), standalone.url, "pages", "spark.jsonl"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-                          check=False)
+    planted_corpus(tmp_path / "pages", 80)
+    warc_pages(tmp_path)
+    docs, _ = truth_corpus(seed=11, mixed=3, identical=2, singles=2)
+    (tmp_path / "t.jsonl").write_text(
+        "".join(json.dumps({"text": " ".join(tokens) + "."}) + "\n" for _, tokens in docs))
+    (tmp_path / "loses_its_executors.py").write_text(LOSES_ITS_EXECUTORS)
+    given = ["--warc", "crawl.warc.gz", "--jsonl", "t.jsonl", "--html", "pages",
+             "--threshold", "0.8", "--json"]
+
+    done = started_command(standalone.url, tmp_path, sys.executable, *given,
+                           "-o", "spark.jsonl", program=("loses_its_executors.py",),
+                           ).communicate(timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["killed"] >= 1  # the executor was there to lose, and was lost
+    got = json.loads(done.stdout)
     monkeypatch.chdir(tmp_path)
-    assert main(["recluster", "--html", "pages", "--threshold", "0.8", "-o", "local.jsonl",
-                 "--quiet"]) == 0
-    capsys.readouterr()
+    assert main(["recluster", *given, "-o", "local.jsonl", "--quiet"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+
+    lost = json.loads((tmp_path / "lost.json").read_text())
+    assert lost["killed"] == WORKERS  # the executors were there to lose, and were lost
+    assert got["spark"] == {"master": standalone.url, "cores": 2, "settings": {
+        "spark.driver.host": "127.0.0.1", "spark.pyspark.python": sys.executable}}
     assert (tmp_path / "spark.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
-    assert report["documents"] == len((tmp_path / "local.jsonl").read_text().splitlines())
-    # the workers started the application other executors to go on with
-    assert report["killed"] == WORKERS
-    assert len(list((standalone.work / report["app"]).glob("*/stderr"))) > WORKERS
+    assert without_timing(got) == without_timing(expected)
+    assert expected["summary"]["mixed_clusters"] >= 10
+    ids = [json.loads(line)["id"] for line in (tmp_path / "spark.jsonl").read_text().splitlines()]
+    for each_input in ("http://site.test/", "t.jsonl:", "pages/"):
+        assert any(doc_id.startswith(each_input) for doc_id in ids), each_input
+    # the tasks ran in executors the workers started, in their work directory, and the
+    # workers started the application others to go on with
+    assert len(list((standalone.work / lost["app"]).glob("*/stderr"))) > WORKERS
 
 
 def test_executors_whose_python_lacks_neardup_or_is_missing_are_one_line(standalone, tmp_path):

@@ -45,7 +45,7 @@ its URL since the previous run (new, unchanged, changed, gone), shown in a chang
 the resemblance of a changed page to its previous content, and "re-decided" for a page decided
 again because the kept page of its cluster changed or is gone. --run N shows one run (--run
 last: the latest), --change C the pages that changed so. A URL decided, then re-decided in one
-run has two rows; its last is its state at the end of the run.
+run has two rows, both with its change in the run; its last is its state at the end of it.
 
 Several --store are the nodes of one distributed crawl: their decisions are merged in the
 crawl's order and a node column says which node decided each.
@@ -408,8 +408,8 @@ def _summary(rows: list[LoggedDecision]) -> str:
 
 
 def _change_summary(rows: list[LoggedDecision]) -> str:
-    """The rows by change, in the order of :data:`CHANGES`, and the re-decided ones apart (a
-    re-decided page's own content did not change: its change is unchanged)."""
+    """The rows by change (:attr:`LoggedDecision.change`), in the order of :data:`CHANGES`, and
+    the re-decided ones apart."""
     counts = dict.fromkeys(CHANGES, 0)
     redecided = 0
     for r in rows:

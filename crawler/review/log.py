@@ -10,6 +10,10 @@ it, ...); each line names its run (``crawl_run``) and what changed for its URL s
 previous run (``change``: :data:`CHANGES`). A URL can have several lines in one run (decided,
 then re-decided because the kept page of its cluster changed): together they are its state at
 the end of that run (:class:`crawler.review.changes.RunState`; its decision is its last line's).
+Such a later line says ``unchanged`` (nothing was fetched for it), but its URL's change in the
+run is what its earlier line said: :func:`decisions` gives the line that change
+(:attr:`LoggedDecision.change`) and filters by it, so a page that changed, was dropped as a copy
+of a page that then went and was kept by a re-decision is all ``changed``.
 Lines written before runs were logged have neither field and read as run 1, change ``new``.
 
 **Several stores.** Each node of a distributed crawl keeps its own store, and each line names
@@ -27,7 +31,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Union
@@ -95,6 +99,9 @@ class LoggedDecision:
     entry: dict[str, Any]
     #: which of the stores read it comes from (0 when one store was read)
     store: int = 0
+    #: its URL's change in the run as an earlier line of the run said it, where this line
+    #: says ``unchanged`` (set by :func:`decisions`)
+    said_before: str | None = None
 
     @property
     def url(self) -> str:
@@ -116,8 +123,10 @@ class LoggedDecision:
 
     @property
     def change(self) -> str:
-        """What changed since the previous run (:func:`change_of`)."""
-        return change_of(self.entry)
+        """What changed for its URL since the previous run, as of this line: the line's own
+        change (:func:`change_of`), or an earlier line's of the same run where this one says
+        ``unchanged`` (a re-decision, or the full fetch of a page a re-decision kept)."""
+        return self.said_before or change_of(self.entry)
 
     @property
     def redecided(self) -> bool:
@@ -202,10 +211,12 @@ class LogFilter:
         if self.logs is not None:
             object.__setattr__(self, "logs", tuple(self.logs))
 
-    def matches(self, entry: dict[str, Any]) -> bool:
+    def matches(self, entry: dict[str, Any], change: str | None = None) -> bool:
+        """Whether a line passes; ``change``: its URL's change in the run as of this line, when
+        that is not the line's own (:attr:`LoggedDecision.change`)."""
         if self.decisions and entry.get("decision") not in self.decisions:
             return False
-        if self.changes and change_of(entry) not in self.changes:
+        if self.changes and (change or change_of(entry)) not in self.changes:
             return False
         if self.runs is not None and crawl_run_of(entry) not in self.runs:
             return False
@@ -255,12 +266,38 @@ def decisions(
     if filters.limit == 0:
         return
     count = 0
-    for logged in _merged(_as_list(stores), filters.logs):
-        if filters.matches(logged.entry):
+    for logged in _with_earlier_changes(_merged(_as_list(stores), filters.logs)):
+        if filters.matches(logged.entry, logged.said_before):
             yield logged
             count += 1
             if filters.limit is not None and count >= filters.limit:
                 return
+
+
+def _with_earlier_changes(lines: Iterable[LoggedDecision]) -> Iterator[LoggedDecision]:
+    """The lines in the crawl's order, a line that says ``unchanged`` given its URL's change as
+    an earlier line of its run said it (:attr:`LoggedDecision.said_before`), as
+    :meth:`crawler.review.changes.RunState.then` reads a run.
+
+    Only a page dropped as a duplicate is decided again later in its run (its kept page
+    changed or went), and no page in a first crawl: the lines remembered are the dropped pages
+    of a recrawl that were new or changed, and only those of the run being read.
+    """
+    run = 0
+    said: dict[str, str] = {}
+    for logged in lines:
+        if logged.run != run:
+            run, said = logged.run, {}
+        own = change_of(logged.entry)
+        if own == "unchanged":
+            earlier = said.get(logged.url)
+            yield logged if earlier is None else replace(logged, said_before=earlier)
+            continue
+        if run > 1 and logged.decision in DROPPED:
+            said[logged.url] = own
+        else:
+            said.pop(logged.url, None)
+        yield logged
 
 
 def _merged(stores: list[StoreLike], logs: Iterable[str] | None) -> Iterator[LoggedDecision]:

@@ -6,6 +6,7 @@ validators, the records read back with warcio, and the store replayed by pywb.""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -468,6 +469,49 @@ def test_an_exact_duplicate_names_the_page_it_is_identical_to_in_every_run(tmp_p
         assert (line["decision"], line["change"]) == ("exact_duplicate", change), line
         assert line["duplicate_of"] == base + "/article.html", line
         assert line["resemblance"] == 1.0 and line["matches"] == line["sample_size"] > 0, line
+
+
+@pytest.mark.slow
+def test_a_page_kept_again_after_its_original_went_changed_on_every_line_of_its_run(tmp_path):
+    """A kept page becomes a copy of another kept page, which then answers 404: the copy is
+    dropped as an exact duplicate, decided again and kept, and fetched in full. Those two later
+    lines say ``unchanged`` (nothing new came for them), yet the URL changed in the run:
+    ``neardup log --change changed`` lists all three lines, ``--change unchanged`` none."""
+    first, second = list(read_articles().values())[:2]
+    index = html_page("Index", ("The pages.",), '<a href="/copy.html">copy</a>'
+                                                '<a href="/original.html">original</a>')  # fmt: skip
+    original = html_page(second.title, second.paragraphs)
+    port = _port()
+    base, store = f"http://127.0.0.1:{port}", tmp_path / "store"
+    for copy, went in ((html_page(first.title, first.paragraphs), False), (original, True)):
+        table = {"/": Route(body=index, etag="auto"), "/copy.html": Route(body=copy, etag="auto"),
+                 "/original.html": Route(status=404, body="gone") if went
+                 else Route(body=original, etag="auto")}  # fmt: skip
+        with serve(table, port=port):
+            proc = neardup("crawl", base + "/", "--store", str(store), "--json", *OPTIONS)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["changes"] == {"new": 0, "unchanged": 1, "changed": 1, "gone": 1,
+                                  "redecided": 1}, summary  # fmt: skip
+    written = [line for line in read_log(store / "logs")
+               if line.get("crawl_run") == 2 and line["url"] == base + "/copy.html"]  # fmt: skip
+    assert [(e["decision"], e["change"]) for e in written] == [
+        ("exact_duplicate", "changed"), ("kept", "unchanged"), ("kept", "unchanged")], written
+
+    def listed(change: str) -> list[dict[str, Any]]:
+        proc = neardup("log", "--store", str(store), "--run", "2", "--change", change, "--json")
+        assert proc.returncode == 0, proc.stderr
+        return [json.loads(line) for line in proc.stdout.splitlines()]
+
+    lines = [(e["time"], e["decision"]) for e in listed("changed") if e["url"] == base + "/copy.html"]
+    assert lines == [(e["time"], e["decision"]) for e in written]
+    assert [e["url"] for e in listed("unchanged")] == [base + "/"]
+    proc = neardup("log", "--store", str(store), "--run", "2", "--change", "changed",
+                   "--width", "200")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    column = [re.search(r"(\S+)( [\d.]+)?$", line).group(1)  # type: ignore[union-attr]
+              for line in proc.stdout.splitlines() if "/copy.html" in line]  # fmt: skip
+    assert column == ["changed", "re-decided", "changed"], proc.stdout
 
 
 def _slowed(route: Any) -> Any:

@@ -387,8 +387,8 @@ class CrawlOutcome:
             lines.append(f"  links not followed {paths:>7,}   whose path repeats itself or runs past "
                          "crawl.max_path_segments (a directory linked to itself ends)")  # fmt: skip
         if held["max_pages"]:
-            lines.append(f"  links not followed {held['max_pages']:>7,}   past crawl.max_pages: the "
-                         "crawl stopped at its cap of pages")  # fmt: skip
+            lines.append(f"  links not followed {held['max_pages']:>7,}   past crawl.max_pages: that "
+                         "many URLs were already scheduled")  # fmt: skip
         if self.not_committed:
             lines.append(
                 f"  not committed      {self.not_committed:>7,}   lost with the batch that "

@@ -19,6 +19,7 @@ from crawler.cli.common import (
     resolve_config,
 )
 from crawler.cli.output_file import check_not_an_input, check_parquet_directory, replaced_file
+from crawler.cli.progress_bar import progress_bar
 from crawler.config import apply_overrides
 from crawler.recluster.inputs import (
     InputError,
@@ -274,9 +275,7 @@ def _run_local(args: argparse.Namespace, config: Any) -> int:
 
     bar = None
     if not args.quiet:
-        from tqdm import tqdm
-
-        bar = tqdm(unit=" docs", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+        bar = progress_bar(unit=" docs")
 
     def progress(documents: int, clusters: int) -> None:
         bar.update(1)  # type: ignore[union-attr]
@@ -444,11 +443,9 @@ class _SparkBar:
     input names its documents (HTML files, a store), then what the run is doing."""
 
     def __init__(self, work: list[Any]) -> None:
-        from tqdm import tqdm
-
         named = all(task.items for task in work)
-        self._bar = tqdm(total=sum(len(task.items) for task in work) if named else None,
-                         unit=" docs", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+        self._bar = progress_bar(total=sum(len(task.items) for task in work) if named else None,
+                                 unit=" docs")  # fmt: skip
 
     def __call__(self, phase: str, documents: int) -> None:
         self._bar.set_description_str(phase, refresh=False)

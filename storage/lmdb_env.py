@@ -28,6 +28,8 @@ from pathlib import Path
 
 import lmdb
 
+from storage.errors import StoreError
+
 #: a named database's handle (py-lmdb's type, public only in its stubs)
 Database = lmdb._Database
 
@@ -140,6 +142,7 @@ def acquire(directory: Path, *, readonly: bool, map_size: int, durable: bool = T
         writemap=not durable and not readonly,
     )
     try:
+        _check_length(env, directory)
         if env.max_key_size() < WIDEST_KEY:
             raise RuntimeError(f"LMDB max_key_size {env.max_key_size()} < {WIDEST_KEY} bytes")
         if not readonly:
@@ -161,6 +164,20 @@ def acquire(directory: Path, *, readonly: bool, map_size: int, durable: bool = T
         raise
     shared = _OPEN[key] = Shared(env, dbs, readonly, 1, durable)
     return shared
+
+
+def _check_length(env: lmdb.Environment, directory: Path) -> None:
+    """Refuse a data file shorter than the pages its last commit uses (a copy or a restore
+    that stopped half way): LMDB maps the file, and reading a page past its end would kill
+    this process with SIGBUS, saying nothing. Only the header LMDB read at open is used."""
+    data = directory / "data.mdb"
+    needed = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+    size = data.stat().st_size
+    if size < needed:
+        raise StoreError(
+            f"{data} is cut short: {size:,} bytes, where its last commit uses {needed:,} "
+            "(a copy that did not finish?); restore the index from a whole copy"
+        )
 
 
 def release(shared: Shared) -> None:

@@ -530,7 +530,7 @@ def _store_manifest(paths: list[str]) -> Any:
     try:
         with crawl_stores(paths) as stores:
             return stores[0].manifest
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, StoreError) as exc:
         if len(paths) > 1:  # the message names the stores
             raise UserError(str(exc)) from None
         raise UserError(f"cannot open store {paths[0]}: {exc}") from None

@@ -7,6 +7,7 @@ import io
 import json
 import struct
 import subprocess
+import sys
 
 import lmdb
 import pytest
@@ -301,6 +302,35 @@ def test_no_store_is_a_one_line_error(tmp_path, capsys):
         f"(no {tmp_path / 'none'}/index/data.mdb)"
     )
     assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["verify"],
+        ["report", "-o", "report.html"],
+        ["recluster", "-o", "clusters.jsonl"],
+        ["crawl", "http://127.0.0.1:9/"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_an_index_file_cut_short_is_one_line_not_a_crash(tmp_path, command):
+    """A data file shorter than the pages its last commit uses (a copy that stopped half way):
+    LMDB maps it, and the first read past its end killed the process with SIGBUS, silently.
+    Every command that opens the store says what is wrong instead, in one line, exit 2."""
+    path = make_store(tmp_path / "s", documents=400)
+    data = path / "index" / "data.mdb"
+    whole = data.stat().st_size
+    with open(data, "r+b") as fh:
+        fh.truncate(whole // 2)
+    done = subprocess.run(
+        [sys.executable, "-m", "crawler.cli", *command, "--store", str(path)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert f"{data} is cut short: {whole // 2:,} bytes, where its last commit uses " in done.stderr
+    assert "restore the index from a whole copy" in done.stderr
 
 
 def test_help_teaches(capsys):

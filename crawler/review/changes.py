@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from crawler.review.log import CHANGES, LoggedDecision
+from crawler.review.log import CHANGES, LoggedDecision, change_of
 
 __all__ = ["ChangeTally", "RunChanges", "RunState", "run_states"]
 
@@ -101,7 +101,7 @@ class RunState:
             later.reason = self.reason or later.reason  # it confirms why it is so
         later.previous_decision = self.previous_decision
         later.previous_cluster_id = self.previous_cluster_id
-        if later.change == "unchanged":
+        if change_of(logged.entry) == "unchanged":  # the line's own word: nothing new came
             later.change, later.change_resemblance = self.change, self.change_resemblance
         later.redecided = later.redecided or self.redecided
         return later

@@ -512,6 +512,13 @@ def test_a_page_kept_again_after_its_original_went_changed_on_every_line_of_its_
     column = [re.search(r"(\S+)( [\d.]+)?$", line).group(1)  # type: ignore[union-attr]
               for line in proc.stdout.splitlines() if "/copy.html" in line]  # fmt: skip
     assert column == ["changed", "re-decided", "changed"], proc.stdout
+    # the report: the page changed, by as much as its first line of the run says, and is kept
+    report = neardup("report", "--store", str(store), "--json")
+    assert report.returncode == 0, report.stderr
+    changes = json.loads(report.stdout)["changes"]
+    assert changes["counts"] == {"new": 0, "unchanged": 1, "changed": 1, "gone": 1}, changes
+    assert [(p["url"], p["change_resemblance"]) for p in changes["changed_most"]] == [
+        (base + "/copy.html", written[0]["change_resemblance"])], changes
 
 
 def _slowed(route: Any) -> Any:

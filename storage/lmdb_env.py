@@ -72,6 +72,13 @@ OPTIONAL_DATABASES = frozenset({"texts", "history", "odd_members", "orders"})
 WIDEST_KEY = 16
 
 _ID = struct.Struct(">Q")
+
+#: an LMDB data file's two header (meta) pages, of at least 4 KiB each
+_HEADER_BYTES = 2 * 4096
+#: what LMDB says of a file that is not an environment it can open
+_UNREADABLE = (lmdb.InvalidError, lmdb.VersionMismatchError, lmdb.CorruptedError,
+               lmdb.PageNotFoundError)  # fmt: skip
+_RESTORE = "a copy that did not finish? Restore the index from a whole copy; nothing was changed"
 _MAX_ATTEMPTS = 64
 
 
@@ -130,19 +137,30 @@ def acquire(directory: Path, *, readonly: bool, map_size: int, durable: bool = T
             )
         shared.users += 1
         return shared
-    env = lmdb.open(
-        str(directory),
-        map_size=map_size,
-        max_dbs=len(DATABASES),
-        readonly=readonly,
-        subdir=True,
-        lock=True,
-        sync=durable,
-        metasync=durable,
-        writemap=not durable and not readonly,
-    )
+    data = directory / "data.mdb"
+    if data.exists() and data.stat().st_size < _HEADER_BYTES:
+        # LMDB would take an empty file for a new environment: a store made afresh in place
+        # of the one whose index this was, and its pages then cut off as uncommitted
+        raise StoreError(
+            f"{data} is cut short: {data.stat().st_size:,} bytes, less than LMDB's header; "
+            f"{_RESTORE}"
+        )
     try:
-        _check_length(env, directory)
+        env = lmdb.open(
+            str(directory),
+            map_size=map_size,
+            max_dbs=len(DATABASES),
+            readonly=readonly,
+            subdir=True,
+            lock=True,
+            sync=durable,
+            metasync=durable,
+            writemap=not durable and not readonly,
+        )
+    except _UNREADABLE as exc:
+        raise StoreError(f"{data} is not an index LMDB can read ({exc}); {_RESTORE}") from None
+    try:
+        _check_length(env, data)
         if env.max_key_size() < WIDEST_KEY:
             raise RuntimeError(f"LMDB max_key_size {env.max_key_size()} < {WIDEST_KEY} bytes")
         if not readonly:
@@ -166,17 +184,16 @@ def acquire(directory: Path, *, readonly: bool, map_size: int, durable: bool = T
     return shared
 
 
-def _check_length(env: lmdb.Environment, directory: Path) -> None:
+def _check_length(env: lmdb.Environment, data: Path) -> None:
     """Refuse a data file shorter than the pages its last commit uses (a copy or a restore
     that stopped half way): LMDB maps the file, and reading a page past its end would kill
     this process with SIGBUS, saying nothing. Only the header LMDB read at open is used."""
-    data = directory / "data.mdb"
     needed = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
     size = data.stat().st_size
     if size < needed:
         raise StoreError(
-            f"{data} is cut short: {size:,} bytes, where its last commit uses {needed:,} "
-            "(a copy that did not finish?); restore the index from a whole copy"
+            f"{data} is cut short: {size:,} bytes, where its last commit uses {needed:,}; "
+            f"{_RESTORE}"
         )
 
 

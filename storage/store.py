@@ -232,6 +232,10 @@ class Store:
             if lock is not None:
                 lock.close()
             raise StoreBusyError(f"store {name}: {exc}") from None
+        except BaseException:
+            if lock is not None:
+                lock.close()
+            raise
         try:
             txns = Transactions(shared.env, shared.dbs)
             manifest = _load_manifest(txns, name, params, readonly, area)

@@ -305,32 +305,53 @@ def test_no_store_is_a_one_line_error(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "command",
+    ("command", "left"),
     [
-        ["verify"],
-        ["report", "-o", "report.html"],
-        ["recluster", "-o", "clusters.jsonl"],
-        ["crawl", "http://127.0.0.1:9/"],
+        (["verify"], "half"),
+        (["report", "-o", "report.html"], "half"),
+        (["recluster", "-o", "clusters.jsonl"], "half"),
+        (["crawl", "http://127.0.0.1:9/"], "half"),
+        (["verify"], "nothing"),
+        (["crawl", "http://127.0.0.1:9/"], "nothing"),
     ],
-    ids=lambda argv: argv[0],
+    ids=lambda value: value if isinstance(value, str) else value[0],
 )
-def test_an_index_file_cut_short_is_one_line_not_a_crash(tmp_path, command):
+def test_an_index_file_cut_short_is_one_line_and_nothing_is_touched(tmp_path, command, left):
     """A data file shorter than the pages its last commit uses (a copy that stopped half way):
-    LMDB maps it, and the first read past its end killed the process with SIGBUS, silently.
-    Every command that opens the store says what is wrong instead, in one line, exit 2."""
+    LMDB maps it, and the first read past its end killed the process with SIGBUS, silently. An
+    empty one LMDB took for a new environment: verify and the crawl then cut the store's pages
+    off as written after its (empty) last commit. Every command that opens the store says what
+    is wrong instead, in one line, exit 2, and leaves the files as they were."""
     path = make_store(tmp_path / "s", documents=400)
     data = path / "index" / "data.mdb"
     whole = data.stat().st_size
     with open(data, "r+b") as fh:
-        fh.truncate(whole // 2)
+        fh.truncate(whole // 2 if left == "half" else 0)
+    before = {f: f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file() and
+              f.name not in ("lock.mdb", "writer.lock")}  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-m", "crawler.cli", *command, "--store", str(path)],
         cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     assert done.stderr.count("\n") == 1, done.stderr
-    assert f"{data} is cut short: {whole // 2:,} bytes, where its last commit uses " in done.stderr
-    assert "restore the index from a whole copy" in done.stderr
+    assert done.stderr.startswith(f"neardup {command[0]}: error: "), done.stderr
+    assert f"{data} is cut short: " in done.stderr
+    assert "Restore the index from a whole copy; nothing was changed" in done.stderr
+    after = {f: f.read_bytes() for f in before}
+    assert after == before
+
+
+def test_an_index_file_of_other_bytes_is_one_line_and_nothing_is_touched(tmp_path, capsys):
+    path = make_store(tmp_path / "s")
+    data = path / "index" / "data.mdb"
+    data.write_bytes(bytes(range(256)) * 64)  # 16 KiB that are not LMDB's
+    pages = {f: f.read_bytes() for f in (path / "pages").iterdir()}
+    code, out = run_verify(capsys, "--store", str(path))
+    assert code == 2
+    assert out.err.startswith(f"neardup verify: error: {data} is not an index LMDB can read ("), out
+    assert out.err.count("\n") == 1, out.err
+    assert {f: f.read_bytes() for f in (path / "pages").iterdir()} == pages
 
 
 def test_help_teaches(capsys):

@@ -20,6 +20,12 @@ settings.load_profile("neardup")
 # tests/spark_conf/spark-defaults.conf, and none from a developer's own Spark configuration.
 os.environ["SPARK_CONF_DIR"] = str(Path(__file__).with_name("spark_conf"))
 
+# The processes the tests start (crawls, commands, nodes, Spark's Python workers: hundreds in a
+# run) import neardup's modules afresh. Under PYTHONDONTWRITEBYTECODE, which some images set,
+# each would compile them again; instead the first writes their bytecode to __pycache__, as
+# Python does by default, and the others read it.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 
 def html_corpus_or_skip(min_pages: int, packages: Sequence[str] | None = None) -> list:
     """The real HTML corpus (``benchmarks.corpus``: its default packages, or ``packages``) of

@@ -64,6 +64,9 @@ class InputError(ValueError):
 #: how the skip reason of a :class:`BrokenInput` marker begins (its JSON follows)
 BROKEN = "broken_input "
 
+#: the skip reason of a WARC revisit record: its content is an earlier record's
+REVISIT = "revisit"
+
 
 @dataclass(frozen=True)
 class BrokenInput:
@@ -217,10 +220,14 @@ def _records(stream: IO[bytes]) -> Iterator[_Read]:
 
 
 def _response_document(record: Any) -> SourceDocument | None:
-    """The document of a WARC ``response`` record (its body read), None for other records."""
-    if record.rec_type != "response":
+    """The document of a WARC ``response`` record (its body read); a ``revisit`` record, whose
+    content is another record's (a recrawl's unchanged page, a crawl's deduplicated copy), as
+    skipped, so the summary accounts for it; None for other records."""
+    if record.rec_type not in ("response", "revisit"):
         return None
     url = record.rec_headers.get_header("WARC-Target-URI") or ""
+    if record.rec_type == "revisit":
+        return SourceDocument(url, "html", b"", skip_reason=REVISIT)
     body = record.content_stream().read()
     ctype, status = "", ""
     if record.http_headers is not None:

@@ -325,8 +325,8 @@ def _html(tokens: list[str], title: str) -> str:
 
 def warc_pages(tmp_path: Path):
     """A WARC.gz file of responses (some near duplicates, a copy, a charset known only from the
-    header), plus a PNG, a text/plain page, a 404 page and a request record; and the HTML
-    pages as (url, body, charset)."""
+    header), plus a PNG, a text/plain page, a 404 page, a request record and a revisit record
+    (a copy deduplicated at crawl time); and the HTML pages as (url, body, charset)."""
     rng = random.Random(3)
     vocab, fresh = vocabulary(rng, 1000), Fresh()
     a, b = base_document(rng, vocab, 250), base_document(rng, vocab, 250)
@@ -358,6 +358,11 @@ def warc_pages(tmp_path: Path):
                 _warc_record(writer, "http://site.test/notes.txt", b"plain words " * 50, "text/plain")
                 _warc_record(writer, "http://site.test/gone", _html(a, "A").encode(), "text/html",
                              "404 Not Found")
+                http = StatusAndHeaders("200 OK", [("Content-Type", "text/html")],
+                                        protocol="HTTP/1.1")  # fmt: skip
+                writer.write_record(writer.create_revisit_record(
+                    "http://site.test/a-copy", "sha1:AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHH",
+                    "http://site.test/a", "2024-01-02T03:04:05Z", http_headers=http))
     return path, pages
 
 
@@ -387,6 +392,7 @@ def test_warc_input_is_canonicalised_as_the_crawler_does(tmp_path, capsys):
                      "exact_duplicate"]
     skipped = report["skipped"]
     assert skipped.pop("http_404") == 1
+    assert skipped.pop("revisit") == 1  # its content is the record it refers to
     assert sorted(skipped) == ["not_html (image/png)", "not_html (text/plain)"]
     assert sum(skipped.values()) == 2
     assert report["summary"]["documents"] == len(pages)

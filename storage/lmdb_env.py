@@ -138,12 +138,12 @@ def acquire(directory: Path, *, readonly: bool, map_size: int, durable: bool = T
         shared.users += 1
         return shared
     data = directory / "data.mdb"
-    if data.exists() and data.stat().st_size < _HEADER_BYTES:
+    size = data.stat().st_size if data.exists() else None
+    if size is not None and size < _HEADER_BYTES:
         # LMDB would take an empty file for a new environment: a store made afresh in place
         # of the one whose index this was, and its pages then cut off as uncommitted
         raise StoreError(
-            f"{data} is cut short: {data.stat().st_size:,} bytes, less than LMDB's header; "
-            f"{_RESTORE}"
+            f"{data} is cut short: {size:,} bytes, less than LMDB's header; {_RESTORE}"
         )
     try:
         env = lmdb.open(

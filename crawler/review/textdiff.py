@@ -4,11 +4,12 @@
 canonical tokens the sketches were made from, so what is marked here is exactly what the
 resemblance measured, not the markup or the punctuation the canonicaliser ignored.
 
-The alignment is :class:`difflib.SequenceMatcher` over tokens (its "junk" heuristic on, so that a
-long page of common words stays fast). Each column flows as text; the columns are re-aligned at
-the start of every *hunk*, a run of differences and the short shared passages between them.
-Long shared passages between hunks are shown once per column (``context=None``) or cut to
-``context`` tokens on each side of a difference, the rest counted in one line.
+The alignment is :class:`difflib.SequenceMatcher` over tokens, exact, with a long page first cut at
+the words both pages have once, as ``git diff --patience`` cuts (:func:`_opcodes`), so that a long
+page stays fast. Each column flows as text; the columns are re-aligned at the start of every
+*hunk*, a run of differences and the short shared passages between them. Long shared passages
+between hunks are shown once per column (``context=None``) or cut to ``context`` tokens on each
+side of a difference, the rest counted in one line.
 
 Where the context is cut is decided once, by :func:`cut_context`, for this view and for the
 report's (:mod:`crawler.review.report`), which marks the same passages in HTML.
@@ -35,6 +36,7 @@ from __future__ import annotations
 import os
 import textwrap
 import unicodedata
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -103,10 +105,110 @@ class Passage:
         }
 
 
+#: the most token pairs a stretch may have for difflib to align it exactly
+_EXACT_PAIRS = 4_000_000
+
+
 def _opcodes(a: Sequence[str], b: Sequence[str]) -> list[_Opcode]:
-    # autojunk stays on: without it 40,000 words of ordinary text took two minutes to align
-    # (common words match everywhere); with it, a third of a second
-    return SequenceMatcher(None, list(a), list(b)).get_opcodes()
+    """The alignment of ``a`` and ``b`` as difflib's opcodes.
+
+    difflib aligns exactly only without its "junk" heuristic, and then a long page costs
+    minutes (its common words match everywhere). With the heuristic on, the words of a long
+    page that occur most are never where a match starts, and two near-identical pages with a
+    passage repeated (a table of contents at the top and the bottom) were aligned at that
+    passage, the rest of both pages shown as differing. So, as ``git diff --patience`` does,
+    a long stretch is cut at the words that occur once in each page, in the order both pages
+    have them, and difflib aligns the short stretches between them exactly.
+    """
+    blocks: list[tuple[int, int, int]] = []
+    _match(list(a), list(b), 0, len(a), 0, len(b), blocks)
+    ops: list[_Opcode] = []
+    i = j = 0
+    for ai, bj, size in [*_merged(blocks), (len(a), len(b), 0)]:
+        kind = "replace" if i < ai and j < bj else "delete" if i < ai else "insert"
+        if i < ai or j < bj:
+            ops.append((kind, i, ai, j, bj))
+        if size:
+            ops.append(("equal", ai, ai + size, bj, bj + size))
+        i, j = ai + size, bj + size
+    return ops
+
+
+def _match(
+    a: list[str], b: list[str], alo: int, ahi: int, blo: int, bhi: int,
+    out: list[tuple[int, int, int]],
+) -> None:  # fmt: skip
+    """Append the matching blocks of ``a[alo:ahi]`` and ``b[blo:bhi]`` to ``out``, in order."""
+    start = alo
+    while alo < ahi and blo < bhi and a[alo] == b[blo]:  # a shared beginning
+        alo, blo = alo + 1, blo + 1
+    if alo > start:
+        out.append((start, blo - (alo - start), alo - start))
+    end, tail = ahi, []
+    while alo < ahi and blo < bhi and a[ahi - 1] == b[bhi - 1]:  # and end
+        ahi, bhi = ahi - 1, bhi - 1
+    if ahi < end:
+        tail.append((ahi, bhi, end - ahi))
+    if alo < ahi and blo < bhi:
+        anchors = [] if (ahi - alo) * (bhi - blo) <= _EXACT_PAIRS else _anchors(
+            a, b, alo, ahi, blo, bhi)  # fmt: skip
+        if anchors:
+            for i, j in anchors:
+                _match(a, b, alo, i, blo, j, out)
+                out.append((i, j, 1))
+                alo, blo = i + 1, j + 1
+            _match(a, b, alo, ahi, blo, bhi, out)
+        else:  # short, or without a word once in each: difflib, exactly only if short
+            exact = (ahi - alo) * (bhi - blo) <= _EXACT_PAIRS
+            found = SequenceMatcher(None, a[alo:ahi], b[blo:bhi], autojunk=not exact)
+            out.extend((alo + i, blo + j, n) for i, j, n in found.get_matching_blocks() if n)
+    out.extend(tail)
+
+
+def _anchors(
+    a: list[str], b: list[str], alo: int, ahi: int, blo: int, bhi: int
+) -> list[tuple[int, int]]:
+    """The words once in ``a[alo:ahi]`` and once in ``b[blo:bhi]``, as (i, j), the longest
+    chain of them in the same order in both (patience sorting)."""
+    counts: dict[str, list[int]] = {}
+    for i in range(alo, ahi):
+        seen = counts.setdefault(a[i], [0, i, 0, -1])
+        seen[0] += 1
+    for j in range(blo, bhi):
+        seen = counts.get(b[j])
+        if seen is not None:
+            seen[2] += 1
+            seen[3] = j
+    pairs = sorted((i, j) for n, i, m, j in counts.values() if n == 1 and m == 1)
+    # longest increasing run of j: tops[k] ends the best chain of length k + 1
+    tops: list[int] = []
+    back: list[int] = [-1] * len(pairs)
+    ends: list[int] = []
+    for n, (_, j) in enumerate(pairs):
+        k = bisect_left(tops, j)
+        if k == len(tops):
+            tops.append(j)
+            ends.append(n)
+        else:
+            tops[k], ends[k] = j, n
+        back[n] = ends[k - 1] if k else -1
+    chain: list[tuple[int, int]] = []
+    n = ends[-1] if ends else -1
+    while n >= 0:
+        chain.append(pairs[n])
+        n = back[n]
+    return chain[::-1]
+
+
+def _merged(blocks: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Matching blocks with the adjacent ones joined."""
+    merged: list[tuple[int, int, int]] = []
+    for i, j, n in blocks:
+        if merged and merged[-1][0] + merged[-1][2] == i and merged[-1][1] + merged[-1][2] == j:
+            merged[-1] = (merged[-1][0], merged[-1][1], merged[-1][2] + n)
+        else:
+            merged.append((i, j, n))
+    return merged
 
 
 def passages(

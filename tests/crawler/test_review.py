@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -24,12 +25,13 @@ from crawler.demo import SITE_DIR, load_truth
 from crawler.review.explain import UnknownURL, explain
 from crawler.review.log import LogFilter, decisions, parse_since
 from crawler.review.textdiff import cut_context, differences, passages, side_by_side
-from dedup.canonical import text_tokens
+from dedup.canonical import html_tokens, text_tokens
 from dedup.document import content_hash
 from storage.records import DROPPED
 from storage.store import Store
 from storage.texts import stored_text, tokens_of_text
 from storage.verify import verify_store
+from tests.conftest import html_corpus_or_skip
 
 ROOT = Path(__file__).resolve().parents[2]
 TRUTH = load_truth()["pages"]
@@ -339,6 +341,47 @@ def test_passages_rebuilt_from_known_differences_are_the_alignment(a, b):
     if a and b and differences(a, b):
         with pytest.raises(ValueError, match="not an alignment"):
             passages(a, b + ["extra"] * 3, known=differences(a, b))
+
+
+def test_a_small_edit_of_a_real_page_is_all_the_alignment_shows():
+    """Real pages, each with two words put in near the top, a little further down or in the
+    middle: the alignment shows those two words and every other word as shared. difflib's
+    "junk" heuristic alone aligned some such pages at a passage they repeat (a table of
+    contents above and below), every other word then shown as differing."""
+    pages = html_corpus_or_skip(300)[::10]
+    wrong = []
+    for path in pages:
+        a = html_tokens(path.read_bytes())
+        if len(a) < 300:
+            continue
+        for share in (0.02, 0.05, 0.1, 0.5):
+            at = int(len(a) * share)
+            b = [*a[:at], "two", "words", *a[at:]]
+            found = [(p.kind, p.a_start, p.b_start, p.b_text) for p in differences(a, b)]
+            if found != [("insert", at, at, "two words")]:
+                wrong.append((path.name, share, found[:3]))
+    assert not wrong, wrong
+
+
+def test_long_streams_are_aligned_at_the_words_they_have_once_and_stay_exact():
+    """Long streams (where difflib alone would take minutes or guess): the passages still tile
+    both streams, shared passages are equal, and no word outside the edits is left out."""
+    every = [w for path in html_corpus_or_skip(300)[:200] for w in html_tokens(path.read_bytes())]
+    a = every[:40_000]
+    rng = random.Random(7)
+    b, edited = list(a), 0
+    for _ in range(100):  # words replaced, and runs of five taken out
+        at = rng.randrange(len(b))
+        b[at], edited = "replacement", edited + 1
+        at = rng.randrange(len(b) - 5)
+        del b[at : at + 5]
+        edited += 5
+    found = passages(a, b)
+    assert [(p.a_start, p.b_start) for p in found[1:]] == [(p.a_end, p.b_end) for p in found[:-1]]
+    assert (found[0].a_start, found[0].b_start, found[-1].a_end, found[-1].b_end) == (
+        0, 0, len(a), len(b))  # fmt: skip
+    assert all(a[p.a_start : p.a_end] == b[p.b_start : p.b_end] for p in found if p.shared)
+    assert sum(p.a_end - p.a_start for p in found if p.shared) >= len(a) - edited
 
 
 def test_side_by_side_of_characters_and_lines():

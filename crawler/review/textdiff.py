@@ -108,6 +108,9 @@ class Passage:
 #: the most token pairs a stretch may have for difflib to align it exactly
 _EXACT_PAIRS = 4_000_000
 
+# (a_start, b_start, size): a matching block, as SequenceMatcher.get_matching_blocks gives them
+_Block = tuple[int, int, int]
+
 
 def _opcodes(a: Sequence[str], b: Sequence[str]) -> list[_Opcode]:
     """The alignment of ``a`` and ``b`` as difflib's opcodes.
@@ -120,7 +123,7 @@ def _opcodes(a: Sequence[str], b: Sequence[str]) -> list[_Opcode]:
     a long stretch is cut at the words that occur once in each page, in the order both pages
     have them, and difflib aligns the short stretches between them exactly.
     """
-    blocks: list[tuple[int, int, int]] = []
+    blocks: list[_Block] = []
     _match(list(a), list(b), 0, len(a), 0, len(b), blocks)
     ops: list[_Opcode] = []
     i = j = 0
@@ -135,20 +138,18 @@ def _opcodes(a: Sequence[str], b: Sequence[str]) -> list[_Opcode]:
 
 
 def _match(
-    a: list[str], b: list[str], alo: int, ahi: int, blo: int, bhi: int,
-    out: list[tuple[int, int, int]],
-) -> None:  # fmt: skip
+    a: list[str], b: list[str], alo: int, ahi: int, blo: int, bhi: int, out: list[_Block]
+) -> None:
     """Append the matching blocks of ``a[alo:ahi]`` and ``b[blo:bhi]`` to ``out``, in order."""
     start = alo
     while alo < ahi and blo < bhi and a[alo] == b[blo]:  # a shared beginning
         alo, blo = alo + 1, blo + 1
     if alo > start:
         out.append((start, blo - (alo - start), alo - start))
-    end, tail = ahi, []
+    end = ahi
     while alo < ahi and blo < bhi and a[ahi - 1] == b[bhi - 1]:  # and end
         ahi, bhi = ahi - 1, bhi - 1
-    if ahi < end:
-        tail.append((ahi, bhi, end - ahi))
+    shared_end = (ahi, bhi, end - ahi)
     if alo < ahi and blo < bhi:
         anchors = [] if (ahi - alo) * (bhi - blo) <= _EXACT_PAIRS else _anchors(
             a, b, alo, ahi, blo, bhi)  # fmt: skip
@@ -162,7 +163,8 @@ def _match(
             exact = (ahi - alo) * (bhi - blo) <= _EXACT_PAIRS
             found = SequenceMatcher(None, a[alo:ahi], b[blo:bhi], autojunk=not exact)
             out.extend((alo + i, blo + j, n) for i, j, n in found.get_matching_blocks() if n)
-    out.extend(tail)
+    if shared_end[2]:
+        out.append(shared_end)
 
 
 def _anchors(
@@ -200,9 +202,9 @@ def _anchors(
     return chain[::-1]
 
 
-def _merged(blocks: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+def _merged(blocks: list[_Block]) -> list[_Block]:
     """Matching blocks with the adjacent ones joined."""
-    merged: list[tuple[int, int, int]] = []
+    merged: list[_Block] = []
     for i, j, n in blocks:
         if merged and merged[-1][0] + merged[-1][2] == i and merged[-1][1] + merged[-1][2] == j:
             merged[-1] = (merged[-1][0], merged[-1][1], merged[-1][2] + n)

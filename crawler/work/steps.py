@@ -246,10 +246,13 @@ class StoreWork:
         if awaiting and has_body and digest == prior.state.payload_digest:  # type: ignore[union-attr]
             return self._store_awaited(page, prior)  # type: ignore[arg-type]
         if prior is not None and prior.decided_in(self.run):
-            if not _other_body(prior, digest):
+            went = page.skip_reason is not None and prior.had_content
+            if not (went or _other_body(prior, digest)):
                 return self._already_decided(page, prior)
             # decided earlier in this run from what its URL served before (a re-decision, or
-            # the run a kill interrupted): its body now is another, decided as a change
+            # the run a kill interrupted): it now serves another body, or none to compare (an
+            # error status, a redirect: it went), decided as a change; passed over, a copy
+            # whose page went with its original would stay in the store as a page it holds
             if self._counted_here(prior):  # as an unchanged copy decided again
                 self._replaced.append((prior.record.decision, "unchanged"))
         elif awaiting and not has_body:

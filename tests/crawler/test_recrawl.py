@@ -312,11 +312,15 @@ class CopiesSite:
         self.base = f"http://127.0.0.1:{self.port}"
         self.store = tmp_path / "store"
 
-    def crawl(self, page: str, copies: str, late: str = "copies") -> dict[str, Any]:
+    def crawl(self, page: str | Route, copies: str | Route, late: str = "copies") -> dict[str, Any]:
+        """One crawl of the site; a page given as a body answers 200 with an ETag."""
         slow = COPIES if late == "copies" else ("/page.html",)
-        table = {"/": Route(body=self.index, etag="auto"),
-                 "/page.html": Route(body=page, etag="auto"),
-                 **{path: Route(body=copies, etag="auto") for path in COPIES}}  # fmt: skip
+
+        def route(page: str | Route) -> Route:
+            return Route(body=page, etag="auto") if isinstance(page, str) else page
+
+        table = {"/": Route(body=self.index, etag="auto"), "/page.html": route(page),
+                 **{path: route(copies) for path in COPIES}}  # fmt: skip
         table = {path: replace(route, delay=0.5) if path in slow else route
                  for path, route in table.items()}  # fmt: skip
         with serve(table, port=self.port):
@@ -401,6 +405,40 @@ def test_copies_that_changed_with_their_page_are_decided_by_what_they_serve_now(
         for path in COPIES:
             state = store.history.get(url_key(site.base + path))
             assert state.duplicate_run == (second[path][-1]["cluster_id"], 2), path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("status", "late"), [(404, "copies"), (403, "copies"), (404, "page")])
+def test_copies_that_went_with_their_page_are_skipped_and_none_is_kept(tmp_path, status, late):
+    """A page and its two copies all go: a section taken off a site (404), or links a server
+    refuses once their target went (Apache answers 403 for a symbolic link left dangling).
+    The copies, decided again from their old content right after the page, one of them kept,
+    are skipped when their own answers come: none is kept, none is left in a cluster, and
+    the summary and ``neardup log --change`` count three pages that went."""
+    site = CopiesSite(tmp_path)
+    site.crawl(site.v1, site.v1)
+    went = Route(status=status, body="not here")
+    summary = site.crawl(went, went, late=late)
+    change = "gone" if status == 404 else "changed"
+    assert summary["decided"] == 4, summary
+    assert _decisions(summary) == {"kept": 1, "skipped": 3}, summary
+    changes = {**summary["changes"], "redecided": 0}
+    assert changes == {"new": 0, "unchanged": 1, "changed": 0, "gone": 0, "redecided": 0,
+                       change: 3}, summary  # fmt: skip
+    second = site.lines(2)
+    for path in ("/page.html", *COPIES):
+        last = second[path][-1]
+        assert (last["decision"], last["reason"], last["change"]) == (
+            "skipped", f"http_{status}", change), second[path]
+    with Store.open(site.store, readonly=True) as store:
+        for path in ("/page.html", *COPIES):
+            record = store.document(store.find_url(site.base + path))
+            assert (record.decision, record.cluster_id, record.page) == ("skipped", None, None)
+    assert verify_store(site.store).ok
+    proc = neardup("log", "--store", str(site.store), "--run", "2", "--change", change, "--json")
+    assert proc.returncode == 0, proc.stderr
+    listed = {json.loads(line)["url"] for line in proc.stdout.splitlines()}
+    assert listed == {site.base + path for path in ("/page.html", *COPIES)}, proc.stdout
 
 
 @pytest.mark.slow

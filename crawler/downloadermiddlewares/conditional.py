@@ -15,7 +15,14 @@ page the store is waiting to fetch in full (kept by a re-decision, its body neve
 for a page the open run decided: that run is being resumed after a kill, which lost its queue,
 and only the page's body holds the links the run may not have followed yet (a 304 has none);
 nor for a request that asks for the whole page
-(``request.meta["neardup_full_fetch"]``). The store is read in the crawl's own process,
+(``request.meta["neardup_full_fetch"]``).
+
+Apache's compressing filters (mod_deflate, mod_brotli; Debian enables mod_deflate for HTML by
+default) add a suffix to the entity tag of what they compress (``"44eb-5f1a2b3c-gzip"``) and do
+not take it off the ``If-None-Match`` that comes back, so such a server never answers 304 to
+the tag it sent (Apache bug 45023). The request therefore names the tag without the suffix
+too (:func:`if_none_match`): the server's tag for the same file, uncompressed. A server whose
+tags merely end that way matches none it did not make. The store is read in the crawl's own process,
 read-only, beside the worker that writes it; what it reads is the last committed state.
 
 Settings: ``NEARDUP_STORE`` (the store), ``NEARDUP_CONDITIONAL`` (True by default; False sends
@@ -25,6 +32,7 @@ every request unconditionally).
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -41,7 +49,7 @@ if TYPE_CHECKING:
     # typing.Self requires Python 3.11
     from typing_extensions import Self
 
-__all__ = ["FULL_FETCH", "KNOWN_DIGEST", "ConditionalGetMiddleware"]
+__all__ = ["FULL_FETCH", "KNOWN_DIGEST", "ConditionalGetMiddleware", "if_none_match"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +57,25 @@ logger = logging.getLogger(__name__)
 FULL_FETCH = "neardup_full_fetch"
 #: request.meta: the payload digest of the URL's last body (storage.pages.payload_digest)
 KNOWN_DIGEST = "neardup_known_digest"
+#: an entity tag with the suffix of Apache's compressing filters (DeflateAlterETag and
+#: BrotliAlterETag, AddSuffix by default): weakness, opaque part, suffix
+_SUFFIXED_TAG = re.compile(r'^(W/)?"(.+)-(?:gzip|br)"$')
+
+
+def if_none_match(etag: str) -> str:
+    """The ``If-None-Match`` value for a stored entity tag: the tag, and for one a compressing
+    Apache filter suffixed, the tag of the uncompressed file too (module doc).
+
+    >>> if_none_match('"44eb-5f1a2b3c-gzip"')
+    '"44eb-5f1a2b3c-gzip", "44eb-5f1a2b3c"'
+    >>> if_none_match('W/"x-br"'), if_none_match('"44eb-5f1a2b3c"'), if_none_match('"-gzip"')
+    ('W/"x-br", W/"x"', '"44eb-5f1a2b3c"', '"-gzip"')
+    """
+    suffixed = _SUFFIXED_TAG.match(etag)
+    if suffixed is None:
+        return etag
+    weak, opaque = suffixed.groups()
+    return f'{etag}, {weak or ""}"{opaque}"'
 
 
 class ConditionalGetMiddleware:
@@ -89,7 +116,7 @@ class ConditionalGetMiddleware:
             return
         for name, value in state.validators().items():
             if name not in request.headers:
-                request.headers[name] = value
+                request.headers[name] = if_none_match(value) if name == "If-None-Match" else value
         if state.payload_digest:
             request.meta[KNOWN_DIGEST] = state.payload_digest
 

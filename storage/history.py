@@ -5,8 +5,9 @@ on a store whose last run finished is the next run, a recrawl; a run that did no
 resumed. For every URL a run decides, the store keeps a :class:`UrlState`: the run, the URL's
 current document, the last HTTP status, the validators of the last response that had any
 (``ETag``, ``Last-Modified``: the next run sends them back as ``If-None-Match`` and
-``If-Modified-Since``), the payload digest of the last body, and the :class:`Capture` (WARC
-response record) that holds its content, which revisit records of later runs refer to.
+``If-Modified-Since``), the payload digest of the last body, the :class:`Capture` (WARC
+response record) that holds its content, which revisit records of later runs refer to, and
+its link depth, at which later runs request it.
 
 Both live in the store's LMDB environment (:mod:`storage.lmdb_env`): the states in the
 ``history`` database, keyed by the URL's key (:func:`storage.store.url_key`), and the run in
@@ -34,6 +35,8 @@ _RUN = struct.Struct(">IBdd")
 # the duplicate run's cluster and count
 _STATE = struct.Struct(">BIQHdBIQQQH")
 _VERSION = 1
+# the link depth, after the five texts (absent in states written before it was kept)
+_DEPTH = struct.Struct(">I")
 _AWAITING_BODY = 1
 _CHUNK = 4096
 
@@ -84,6 +87,10 @@ class UrlState:
     #: left it (crawler.work.links): a resumed run follows its links as before, and a later
     #: run, which requests the URL without the page that led to it, continues the run
     duplicate_run: tuple[int, int] | None = None
+    #: its link depth from the start URLs, as the run that first found it counted (None:
+    #: not known, a store made before depths were kept, or a page of another spider): a later
+    #: run requests the URL at that depth, so that its links stop at the crawl's max_depth
+    depth: int | None = None
 
     def validators(self) -> dict[str, str]:
         """The conditional request headers this state allows (none without validators)."""
@@ -104,7 +111,8 @@ class UrlState:
         )  # fmt: skip
         texts = (self.etag, self.last_modified, self.payload_digest,
                  capture.date if capture else None, capture.record_id if capture else None)
-        return head + b"".join(_text(t) for t in texts)
+        depth = b"" if self.depth is None else _DEPTH.pack(min(self.depth, 0xFFFFFFFF))
+        return head + b"".join(_text(t) for t in texts) + depth
 
     @classmethod
     def from_bytes(cls, data: bytes | memoryview) -> UrlState:
@@ -122,8 +130,11 @@ class UrlState:
         capture = None
         if length:
             capture = Capture(file, offset, length, date or "", record_id or "")
+        # the depth trails the texts: a state written before depths were kept has none
+        depth = _DEPTH.unpack_from(buf, at)[0] if len(buf) >= at + _DEPTH.size else None
         return cls(run, doc_id, status, fetched_at, etag, modified, digest, capture,
-                   bool(flags & _AWAITING_BODY), (cluster, count) if count else None)  # fmt: skip
+                   bool(flags & _AWAITING_BODY), (cluster, count) if count else None,
+                   depth)  # fmt: skip
 
 
 def _text(value: str | None) -> bytes:

@@ -226,7 +226,8 @@ class SiteSpider(Spider):
         self.allowed_domains = sorted({h.name for h in self.allowed if h.name})
 
         self.links = LinkExtractor(deny_extensions=[], unique=True, canonicalize=False)
-        self.seen: set[str] = set()
+        #: every URL scheduled, with the link depth it was scheduled at
+        self.seen: dict[str, int] = {}
         self.scheduled = 0
         #: the spider's state a resumed crawl reads back (None until the first slot is taken)
         self._state: dict[str, Any] | None = None
@@ -248,23 +249,25 @@ class SiteSpider(Spider):
                 continue
             if canonical in self.seen or not self._take_slot():
                 continue
-            self.seen.add(canonical)
+            self.seen[canonical] = 0
             request = self._request(canonical, depth=0)
             request.meta["allow_offsite"] = True  # a start URL is fetched whatever the hosts
             yield request
-        for url in self._known_urls():  # a recrawl asks for every page the store knows
+        for url, depth in self._known_urls():  # a recrawl asks for every page the store knows
             if url in self.seen or self.refusal(url) or not self._take_slot():
                 continue
-            self.seen.add(url)
-            yield self._request(url, depth=0)
+            self.seen[url] = depth
+            yield self._request(url, depth=depth)
 
-    def _known_urls(self) -> Iterator[str]:
+    def _known_urls(self) -> Iterator[tuple[str, int]]:
         """The URLs the store has decided, in the order it decided them (none for a new
-        store): the next run of a store requests each again (docs/crawling.md)."""
+        store), each with its link depth (0 where the store does not know it): the next run
+        of a store requests each again (docs/recrawl.md), and follows a page's links only as
+        deep as the first run would have."""
         from scrapy.utils.project import data_path
 
         from storage.errors import StoreError
-        from storage.store import Store
+        from storage.store import Store, url_key
 
         path = data_path(self.settings.get("NEARDUP_STORE", defaults.NEARDUP_STORE))
         if not self.settings.getbool("NEARDUP_ENABLED", True) or not Store.exists(path):
@@ -273,16 +276,21 @@ class SiteSpider(Spider):
             return  # frontier in Redis knows every URL the crawl has seen (docs/distributed.md)
         try:
             with Store.open(path, readonly=True) as store:
-                urls = [url for _, url in store.urls()]
+                known = []
+                for url in dict.fromkeys(url for _, url in store.urls()):
+                    state = store.history.get(url_key(url))
+                    depth = state.depth if state is not None else None
+                    known.append((url, depth or 0))
         except (StoreError, OSError) as exc:
             logger.warning("neardup: the store's URLs could not be read: %s", exc)
             return
-        yield from urls
+        yield from known
 
     def fetch_in_full(self, url: str) -> None:
         """Request ``url`` again, unconditionally: the dedup work kept it and needs its body
-        (a page decided again after the page it duplicated changed, which answered 304)."""
-        request = self._request(url, depth=0)
+        (a page decided again after the page it duplicated changed, which answered 304), at
+        the depth it was scheduled at."""
+        request = self._request(url, depth=self.seen.get(url, 0))
         request.meta[FULL_FETCH] = True
         self._schedule(request.replace(dont_filter=True))
 
@@ -380,7 +388,7 @@ class SiteSpider(Spider):
                 continue
             if not self._take_slot():
                 continue
-            self.seen.add(url)
+            self.seen[url] = depth
             stats.inc_value("neardup/links/followed")
             yield self._request(url, depth=depth, run=run)
 
@@ -551,7 +559,7 @@ class SiteSpider(Spider):
             why = f"is {refused}" if refused else "is crawled on its own"
             yield self._skip(item, "redirect", f"{path} -> {target}, which {why}")
             return
-        self.seen.add(target)
+        self.seen[target] = depth
         self.crawler.stats.inc_value("neardup/redirects_followed")
         yield self._request(target, depth=depth, chain=chain, run=response.meta.get(RUN))
 

@@ -47,6 +47,8 @@ class PageView:
     #: False when the skip reason was found here (:func:`_refusal`), not by the item's maker,
     #: which counts ``neardup/skipped/<reason>`` for its own
     skip_counted: bool = True
+    #: its link depth from the start URLs (None: the item's maker did not say)
+    depth: int | None = None
 
     def to_wire(self) -> tuple[Any, ...]:
         """The page as a flat tuple for the worker's pipe.
@@ -58,7 +60,8 @@ class PageView:
         """
         return (self.url, self.tokens, self.skip_reason, self.skip_detail, self.status,
                 self.headers, self.body, self.kind, self.fetched_at,
-                self.canonicalise_seconds, self.run, self.links, self.skip_counted)  # fmt: skip
+                self.canonicalise_seconds, self.run, self.links, self.skip_counted,
+                self.depth)  # fmt: skip
 
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...]) -> PageView:
@@ -82,6 +85,7 @@ class PageView:
                 canonicalise_seconds=item.canonicalise_seconds,
                 run=item.run,
                 links=len(item.links),
+                depth=item.depth,
             )
         from itemadapter import ItemAdapter  # it loads Scrapy, which the worker does without
 

@@ -98,10 +98,11 @@ def state_after(
     capture: Capture | None,
     awaiting_body: bool = False,
     duplicate_run: tuple[int, int] | None = None,
+    depth: int | None = None,
 ) -> UrlState:
     """The URL's state once this run decided it. A 304 confirms the content the state had
     (its status, digest and capture carry forward); validators come from this response, or
-    from the last one that had any."""
+    from the last one that had any; the depth is the least the URL was found at."""
     etag = _header(headers, "etag")
     modified = _header(headers, "last-modified")
     if prior is not None:
@@ -110,8 +111,10 @@ def state_after(
     if status == 304 and prior is not None:
         status, digest = prior.status, prior.payload_digest
         capture = capture or prior.capture
+    if prior is not None and prior.depth is not None:
+        depth = prior.depth if depth is None else min(depth, prior.depth)
     return UrlState(run, doc_id, status, fetched_at, etag, modified, digest, capture,
-                    awaiting_body, duplicate_run)  # fmt: skip
+                    awaiting_body, duplicate_run, depth)  # fmt: skip
 
 
 def capture_of(captured: Captured) -> Capture:

@@ -632,7 +632,7 @@ class StoreWork:
             prior.state if prior is not None else None, run=self.run, doc_id=doc_id,
             status=page.status, headers=page.headers,
             fetched_at=page.fetched_at or time.time(), digest=digest, capture=capture,
-            duplicate_run=own_run,
+            duplicate_run=own_run, depth=page.depth,
         )  # fmt: skip
         self.store.history.put(url_key(page.url), state)
         return state

@@ -559,6 +559,30 @@ def test_a_page_kept_again_after_its_original_went_changed_on_every_line_of_its_
         (base + "/copy.html", written[0]["change_resemblance"])], changes
 
 
+def test_a_recrawl_follows_links_no_deeper_than_max_depth(tmp_path):
+    """With ``crawl.max_depth=1`` a crawl reads the start page and the pages it links to, not
+    what those link to. A page of depth 1 that changed is read whole in the next run, and its
+    links are still at depth 2: not followed, however many runs come."""
+    first, second = list(read_articles().values())[:2]
+    port = _port()
+    base, store = f"http://127.0.0.1:{port}", tmp_path / "store"
+    index = html_page("Index", ("The pages.",), '<a href="/near.html">near</a>')
+    far = Route(body=html_page(second.title, second.paragraphs), etag="auto")
+    asked: list[list[str]] = []
+    for extra in ("", "<p>One paragraph more.</p>", "<p>And one more.</p>"):
+        near = html_page(first.title, first.paragraphs, extra + '<a href="/far.html">far</a>')
+        table = {"/": Route(body=index, etag="auto"), "/near.html": Route(body=near, etag="auto"),
+                 "/far.html": far}  # fmt: skip
+        exchanges: list[Exchange] = []
+        with serve(table, port=port, exchanges=exchanges):
+            proc = neardup("crawl", base + "/", "--store", str(store), "--json", *OPTIONS,
+                           "--set", "crawl.max_depth=1")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        asked.append(sorted({e.path for e in exchanges} - {"/robots.txt"}))
+        assert json.loads(proc.stdout)["changes"]["changed"] == (1 if extra else 0)
+    assert asked == [["/", "/near.html"]] * 3, asked
+
+
 def _slowed(route: Any) -> Any:
     return replace(route, delay=0.15)
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from dedup.params import SketchParams
 from storage.errors import StoreMismatchError
+from storage.history import Capture, UrlState
 from storage.manifest import Manifest
 from storage.records import DECISIONS, DocumentRecord, PageLocation, warc_name, warc_number
 
@@ -73,3 +76,31 @@ def test_a_different_seed_is_a_different_polynomial():
     assert one.rabin_polynomial != two.rabin_polynomial
     with pytest.raises(StoreMismatchError, match="sketch.seed=1; this run asks for 2"):
         one.check(two, "s")
+
+
+texts = st.none() | st.text(max_size=40)
+captures = st.none() | st.builds(Capture, st.integers(1, 2**32 - 1), st.integers(0, 2**63),
+                                 st.integers(1, 2**63), st.text(max_size=30), st.text(max_size=60))  # fmt: skip
+url_states = st.builds(
+    UrlState, st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1), st.integers(0, 999),
+    st.floats(0, 2e9), texts, texts, texts, captures, st.booleans(),
+    st.none() | st.tuples(st.integers(0, 2**64 - 1), st.integers(1, 0xFFFF)),
+    st.none() | st.integers(0, 2**32 - 1),
+)  # fmt: skip
+
+
+@given(url_states)
+def test_url_state_round_trip(state):
+    assert UrlState.from_bytes(state.to_bytes()) == state
+
+
+@given(url_states)
+def test_a_url_state_written_before_depths_were_kept_reads_with_none(state):
+    """A store's states from before the link depth was kept end after their texts: they read
+    back whole, with no depth; a state with one begins with the same bytes, which is all a
+    reader from then reads."""
+    depthless = replace(state, depth=None)
+    with_depth = replace(state, depth=3).to_bytes()
+    assert with_depth.startswith(depthless.to_bytes())
+    assert len(with_depth) == len(depthless.to_bytes()) + 4
+    assert UrlState.from_bytes(depthless.to_bytes()) == depthless

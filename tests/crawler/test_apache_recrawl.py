@@ -69,8 +69,9 @@ AddOutputFilterByType DEFLATE text/html
     Require all granted
 </Directory>
 """)
-        self.process = subprocess.Popen([executable, "-f", str(self.conf), "-DFOREGROUND"],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        with open(directory / "stderr.log", "wb") as stderr:  # what it says before its log
+            self.process = subprocess.Popen([executable, "-f", str(self.conf), "-DFOREGROUND"],
+                                            stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -96,8 +97,8 @@ AddOutputFilterByType DEFLATE text/html
         return out
 
     def errors(self) -> str:
-        log = self.directory / "error.log"
-        return log.read_text()[-2000:] if log.exists() else ""
+        logs = (self.directory / name for name in ("stderr.log", "error.log"))
+        return "".join(log.read_text() for log in logs if log.exists())[-2000:]
 
     def stop(self) -> None:
         self.process.terminate()

@@ -4,12 +4,15 @@ Each command module has ``HELP``, ``DESCRIPTION``, ``add_arguments(parser)`` and
 :data:`COMMANDS` lists them in the order ``neardup --help`` shows them.
 
 A user mistake (bad file, bad key, bad value) ends with one line on stderr and exit status 2,
-never a traceback; an interrupted command exits 130.
+never a traceback; an interrupted command exits 130; output that finds no room (``neardup log
+--json > file`` on a full disk) ends with one line and exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -72,7 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.run(args) or 0)
+        status = int(args.run(args) or 0)
+        sys.stdout.flush()  # output with no room fails here, not as the interpreter exits
+        return status
     except (UserError, ConfigError) as exc:
         print(f"neardup {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -84,4 +89,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        if exc.errno not in _NO_ROOM:
+            raise
+        where = exc.filename or "the output"
+        print(f"neardup {args.command}: error: cannot write {where}: {exc.strerror}",
+              file=sys.stderr)  # fmt: skip
+        _discard_stdout()
+        return 1
+
+
+#: a write that failed for want of room: a full disk, a quota, a file-size limit
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _discard_stdout() -> None:
+    """Point standard output at the null device: what it still buffers, which the interpreter
+    would try to write once more as it exits (and report that failure too), goes nowhere."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (a test's capture): nothing to flush
+        pass
 

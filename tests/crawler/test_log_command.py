@@ -143,3 +143,17 @@ def test_help_teaches(capsys):
     for needle in ("--decision", "--url-contains", "--since", "--limit", "--json", "2h", "jq",
                    "dropped", "examples:", "neardup explain"):  # fmt: skip
         assert needle in out, needle
+
+
+@pytest.mark.parametrize("argv", [["log", "--json"], ["log"], ["explain", "/sitemap.html"]])
+def test_output_to_a_full_disk_is_one_line(demo, argv):
+    """``neardup log --json > decisions.jsonl`` on a full disk (``/dev/full`` is one): one line
+    that says so and exit status 1, not a traceback; a short output that fails only as it is
+    flushed says the same."""
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run([sys.executable, "-m", "crawler.cli", *argv, "--store", demo["store"]],
+                              cwd=ROOT, stdout=full, stderr=subprocess.PIPE, timeout=120,
+                              check=False)  # fmt: skip
+    said = proc.stderr.decode()
+    assert proc.returncode == 1, said
+    assert said == f"neardup {argv[0]}: error: cannot write the output: No space left on device\n"

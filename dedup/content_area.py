@@ -15,7 +15,10 @@ own selector engine (lexbor's for the fast one, soupsieve for the reference one)
    ``<article>``, else ``<body>``); else (``all``) the whole document;
 2. the **left out**: the elements matched by ``exclude`` and, for ``main``, by
    :data:`MAIN_BOILERPLATE` (HTML's navigation, aside, banner and footer elements and roles,
-   and the class names documentation generators give theirs);
+   and the class names documentation generators give theirs), except, for the latter, the
+   roots ``main`` chose and what contains them: a layout often names its sidebar on the body
+   or a wrapper (``<body class="no-sidebar">`` in Apache's manual, ``has-sidebar`` and
+   ``right-sidebar`` in WordPress themes), which is not a sidebar but the whole page;
 3. a root inside another root, or inside a left-out element, is dropped; the text is the roots'
    text in document order, each a block of its own, without the left-out elements.
 
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import soupsieve
@@ -106,8 +109,8 @@ def resolve(
     given one engine's ``select(selectors)`` (matches in document order), ``key(node)`` (an
     identity) and ``parent(node)`` (None above the root)."""
     main = area.content_area == "main"
-    left_out = list(area.exclude) + (list(MAIN_BOILERPLATE) if main else [])
-    skip = frozenset(key(node) for node in select(", ".join(left_out))) if left_out else frozenset()
+    skip = frozenset(key(node) for node in select(", ".join(area.exclude))) if area.exclude else (
+        frozenset())  # fmt: skip
     roots: list[Any] | None = None
     if area.include:
         roots = select(", ".join(area.include))
@@ -116,6 +119,10 @@ def resolve(
             roots = select(candidate)
             if roots:
                 break
+    if main:  # the boilerplate, but never main's own roots or what holds them (module notes)
+        chose = not area.include
+        holding = {key(above) for node in roots or () if chose for above in _up(node, parent)}
+        skip |= {key(node) for node in select(", ".join(MAIN_BOILERPLATE))} - holding
     if roots is None:
         return None, skip
     chosen = frozenset(key(node) for node in roots)
@@ -126,6 +133,13 @@ def resolve(
             seen.add(key(node))
             kept.append(node)
     return kept, skip
+
+
+def _up(node: Any, parent: Callable[[Any], Any]) -> Iterator[Any]:
+    """``node`` and every element it is inside."""
+    while node is not None:
+        yield node
+        node = parent(node)
 
 
 def _covered(

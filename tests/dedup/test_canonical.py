@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import re
 import unicodedata
 
 import pytest
@@ -504,8 +505,10 @@ tag_soup = st.lists(soup_piece, max_size=30).map("".join)
 
 def _compare_engines(html: str | bytes) -> None:
     if isinstance(html, str):
-        # the same tree, so the very same marked text, whitespace and all
-        fast, reference = (html_text.extract(html, engine) for engine in ENGINES)
+        # the same tree, so the same marked text, whitespace and all, but for how many block
+        # boundaries meet at one place, which no unit of tokens sees: the two parsers nest
+        # a newer element that a stray end tag meets (<search>) one level apart
+        fast, reference = (_breaks_merged(html_text.extract(html, engine)) for engine in ENGINES)
         assert fast == reference
     for unit in UNITS:
         fast = html_tokens(html, unit, "fast")
@@ -514,8 +517,13 @@ def _compare_engines(html: str | bytes) -> None:
     assert visible_text(html, "fast") == visible_text(html, "reference")
 
 
+def _breaks_merged(marked: str) -> str:
+    return re.sub(f"{html_text.BREAK}+", html_text.BREAK, marked)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tag_soup)
+@example("<optgroup/><search></optgroup>0")
 @example("<pre>a\nb<b>c\nd</b></pre><listing>e\nf</listing>")
 @example("<table>t<tr>r<td>x</td>y</tr>z</table>w")
 @example("<select><option>a<option>b</select><p>c")

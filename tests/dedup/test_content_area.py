@@ -17,6 +17,7 @@ from dedup.content_area import (
 from dedup.html_text import BLOCK_TAGS, PRE_TAGS, REMOVED_TAGS, DocumentTooDeep
 from dedup.lexbor_text import LexborText
 from dedup.params import ContentArea
+from tests.conftest import html_corpus_or_skip
 from tests.dedup.test_canonical import ENGINES, soup_text
 
 PAGE = (
@@ -62,6 +63,29 @@ def test_main_falls_back_in_order() -> None:
                 content_area="main") == ["text"]  # fmt: skip
     # a <header> inside the content is the content's (its title), not the site's banner
     assert both("<main><header>Title</header>x</main>", content_area="main") == ["title", "x"]
+
+
+@pytest.mark.parametrize("layout", [
+    "<body class='no-sidebar'>{}</body>",  # Apache httpd's manual
+    "<body class='home page has-sidebar right-sidebar'>{}</body>",  # WordPress themes
+    "<body><div id='page' class='site has-sidebar'><main>{}</main></div></body>",
+])  # fmt: skip
+def test_main_never_leaves_out_the_page_that_a_layout_names_for_its_sidebar(layout) -> None:
+    """A class that says the layout has (or has no) sidebar is on the body or a wrapper of the
+    content, not on a sidebar: ``main`` leaves out the boilerplate inside, never what holds
+    the content."""
+    content = "<nav>n</nav><p>The page's own words.</p><div class='sidebar'>s</div>"
+    assert both(layout.format(content), content_area="main") == ["the", "page", "s", "own",
+                                                                 "words"]  # fmt: skip
+
+
+def test_main_reads_a_real_page_of_apache_s_manual() -> None:
+    """Apache's manual marks each page's body ``no-sidebar``: ``main`` once read nothing of
+    its pages, and a crawl skipped them as empty."""
+    pages = html_corpus_or_skip(1, packages=("apache2-doc",))
+    page = next(p for p in pages if p.parts[-2:] == ("en", "license.html"))
+    words = both(page.read_bytes(), content_area="main")
+    assert "apache license" in " ".join(words) and len(words) > 1000, len(words)
 
 
 def test_include_and_exclude() -> None:

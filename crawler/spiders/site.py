@@ -67,6 +67,7 @@ from crawler import settings as defaults
 from crawler.downloadermiddlewares.conditional import FULL_FETCH, KNOWN_DIGEST
 from crawler.items import PageItem
 from crawler.spiders.paths import path_refusal
+from crawler.work.page import empty_detail
 from crawler.work.refusal import media_type_of, refused
 from dedup.canonical import ENGINES, UNITS, document_tokens
 from dedup.html_text import DocumentTooDeep, charset_of
@@ -507,7 +508,7 @@ class SiteSpider(Spider):
         item.canonicalise_seconds = time.perf_counter() - started
         self.crawler.stats.inc_value("neardup/canonicalise_seconds", item.canonicalise_seconds)
         if not tokens:  # skipped: it follows no links (a trap could serve blank pages forever)
-            yield self._skip(item, "empty", "no text after canonicalisation")
+            yield self._skip(item, "empty", empty_detail(self.area))
             return
         item.tokens = tokens
         self.crawler.stats.inc_value("neardup/canonicalised")

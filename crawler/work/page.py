@@ -17,9 +17,10 @@ from typing import Any
 
 from crawler.items import PageItem
 from crawler.work.refusal import refused
+from dedup.params import ContentArea
 from dedup.units import JoinedTokens
 
-__all__ = ["PageView"]
+__all__ = ["PageView", "empty_detail"]
 
 
 @dataclass
@@ -183,3 +184,14 @@ def _text(value: Any) -> str:
 
 def _content_type(headers: list[tuple[str, str]]) -> str:
     return next((value for name, value in headers if name.lower() == "content-type"), "")
+
+
+def empty_detail(area: ContentArea) -> str:
+    """Why a page is skipped as ``empty``; with a content area, the place that held no text.
+
+    >>> empty_detail(ContentArea()), empty_detail(ContentArea("main"))
+    ('no text after canonicalisation', 'no text in the content area (main)')
+    """
+    if area.is_whole_page:
+        return "no text after canonicalisation"
+    return f"no text in the content area ({area.describe()})"

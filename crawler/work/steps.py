@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.work.links import DUPLICATE_DECISIONS, Run, follows_links, run_after
 from crawler.work.outcome import STORE_FAILURES, Failure, Outcome, Tally
+from crawler.work.page import empty_detail
 from crawler.work.recrawl import (
     Prior,
     capture_of,
@@ -329,7 +330,7 @@ class StoreWork:
         else:
             self.spent("canonicalise", page.canonicalise_seconds)
         if not tokens:
-            detail = "no text after canonicalisation"
+            detail = empty_detail(self.config.area)
             return self.guarded(page.url, lambda: self._skip(page, "empty", detail, prior=prior))
         started = time.perf_counter()
         try:

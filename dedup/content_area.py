@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import soupsieve
@@ -109,8 +109,7 @@ def resolve(
     given one engine's ``select(selectors)`` (matches in document order), ``key(node)`` (an
     identity) and ``parent(node)`` (None above the root)."""
     main = area.content_area == "main"
-    skip = frozenset(key(node) for node in select(", ".join(area.exclude))) if area.exclude else (
-        frozenset())  # fmt: skip
+    skip = _matched(select, key, area.exclude)
     roots: list[Any] | None = None
     if area.include:
         roots = select(", ".join(area.include))
@@ -120,9 +119,9 @@ def resolve(
             if roots:
                 break
     if main:  # the boilerplate, but never main's own roots or what holds them (module notes)
-        chose = not area.include
-        holding = {key(above) for node in roots or () if chose for above in _up(node, parent)}
-        skip |= {key(node) for node in select(", ".join(MAIN_BOILERPLATE))} - holding
+        own = () if area.include else roots or ()
+        holding = {key(above) for node in own for above in _up(node, parent)}
+        skip |= _matched(select, key, MAIN_BOILERPLATE) - holding
     if roots is None:
         return None, skip
     chosen = frozenset(key(node) for node in roots)
@@ -133,6 +132,15 @@ def resolve(
             seen.add(key(node))
             kept.append(node)
     return kept, skip
+
+
+def _matched(
+    select: Callable[[str], list[Any]], key: Callable[[Any], int], selectors: Sequence[str]
+) -> frozenset[int]:
+    """The keys of the elements any of ``selectors`` matches."""
+    if not selectors:
+        return frozenset()
+    return frozenset(key(node) for node in select(", ".join(selectors)))
 
 
 def _up(node: Any, parent: Callable[[Any], Any]) -> Iterator[Any]:

@@ -87,9 +87,9 @@ class UrlState:
     #: left it (crawler.work.links): a resumed run follows its links as before, and a later
     #: run, which requests the URL without the page that led to it, continues the run
     duplicate_run: tuple[int, int] | None = None
-    #: its link depth from the start URLs, as the run that first found it counted (None:
-    #: not known, a store made before depths were kept, or a page of another spider): a later
-    #: run requests the URL at that depth, so that its links stop at the crawl's max_depth
+    #: its link depth from the start URLs, the least a run found it at (None: not known, a
+    #: store made before depths were kept, or a page of another spider): a later run requests
+    #: the URL at that depth, so that its links stop at the crawl's max_depth
     depth: int | None = None
 
     def validators(self) -> dict[str, str]:

@@ -22,8 +22,10 @@ default) add a suffix to the entity tag of what they compress (``"44eb-5f1a2b3c-
 not take it off the ``If-None-Match`` that comes back, so such a server never answers 304 to
 the tag it sent (Apache bug 45023). The request therefore names the tag without the suffix
 too (:func:`if_none_match`): the server's tag for the same file, uncompressed. A server whose
-tags merely end that way matches none it did not make. The store is read in the crawl's own process,
-read-only, beside the worker that writes it; what it reads is the last committed state.
+tags merely end that way matches none it did not make.
+
+The store is read in the crawl's own process, read-only, beside the worker that writes it; what
+it reads is the last committed state.
 
 Settings: ``NEARDUP_STORE`` (the store), ``NEARDUP_CONDITIONAL`` (True by default; False sends
 every request unconditionally).

@@ -19,6 +19,7 @@ import hashlib
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -92,6 +93,8 @@ class Exchange:
     user_agent: str | None = None
     #: the request headers, lower-cased names
     headers: dict[str, str] = field(default_factory=dict)
+    #: when the request arrived (time.monotonic())
+    arrived: float = 0.0
 
 
 def not_modified(
@@ -149,6 +152,7 @@ class _Quiet:
 
     server: _Server
     path: str
+    _arrived = 0.0
     #: headers and body go out in separate writes; without this, Nagle's algorithm and delayed
     #: ACKs hold every kept-alive response back by ~40 ms
     disable_nagle_algorithm = True
@@ -157,6 +161,7 @@ class _Quiet:
         pass
 
     def _record(self) -> None:
+        self._arrived = time.monotonic()
         log = self.server.request_log
         if log is not None:
             log.append(self.path)
@@ -169,7 +174,7 @@ class _Quiet:
         exchanges.append(Exchange(
             self.path, status, body_bytes, headers.get("If-None-Match"),
             headers.get("If-Modified-Since"), headers.get("User-Agent"),
-            {k.lower(): v for k, v in headers.items()},
+            {k.lower(): v for k, v in headers.items()}, self._arrived,
         ))  # fmt: skip
 
 

@@ -30,14 +30,19 @@ responses (5 by default), whatever their status. So:
 * a request with ``meta["autothrottle_dont_adjust_delay"] = True`` leaves the delay alone, as
   under AutoThrottle; ``AUTOTHROTTLE_DEBUG`` logs every adjustment.
 
-Scrapy itself honours neither ``Retry-After`` nor robots.txt ``Crawl-delay``, with or without
-AutoThrottle; neither does this extension. A slow page holds one of the host's
+**robots.txt's Crawl-delay.** Scrapy honours it nowhere; this extension does, as Heritrix and
+Nutch do: a host whose robots.txt (the one Scrapy's RobotsTxtMiddleware fetches, read for our
+user agent) asks for ``Crawl-delay: N`` gets at least N seconds between two requests, however
+fast it answers, up to the ceiling (``AUTOTHROTTLE_MAX_DELAY``), exactly rather than
+randomised around it (``RANDOMIZE_DOWNLOAD_DELAY`` would start some requests sooner). Scrapy
+does not honour ``Retry-After``; neither does this extension. A slow page holds one of the host's
 ``CONCURRENT_REQUESTS_PER_DOMAIN`` transfers until it answers or ``DOWNLOAD_TIMEOUT`` passes,
 while the other requests go on at the delay above.
 
-Stats: ``neardup/throttle/delay/max`` (the longest delay set, seconds) and
+Stats: ``neardup/throttle/delay/max`` (the longest delay set, seconds),
 ``neardup/throttle/latency/max`` (the slowest response seen, seconds), so a crawl's summary
-shows whether a slow page set the pace.
+shows whether a slow page set the pace, and ``neardup/throttle/crawl_delay/max`` (the
+longest Crawl-delay honoured).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from collections import deque
 from dataclasses import dataclass
 from statistics import median_high
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
@@ -131,6 +137,8 @@ class LatencyWindow:
         self.rule = rule
         start = max(rule.start_delay, rule.min_delay) * rule.target_concurrency
         self._latencies: deque[float] = deque([start] * rule.window_size, maxlen=rule.window_size)
+        #: the host's own floor: its robots.txt's Crawl-delay (seconds), 0 for none
+        self.crawl_delay = 0.0
 
     @property
     def latencies(self) -> tuple[float, ...]:
@@ -144,8 +152,19 @@ class LatencyWindow:
 
     @property
     def delay(self) -> float:
-        """The delay the window gives: its median over the target concurrency, clamped."""
-        return self.rule.clamp(self.latency / self.rule.target_concurrency)
+        """The delay the window gives: its median over the target concurrency, clamped, and
+        at least the host's Crawl-delay (up to the ceiling).
+
+        >>> w = ThrottleRule(max_delay=60.0).window()
+        >>> w.crawl_delay = 10.0
+        >>> w.observe(0.2, 200), w.observe(30.0, 200), w.observe(30.0, 200)
+        (10.0, 10.0, 10.0)
+        >>> w.crawl_delay = 600.0
+        >>> w.delay
+        60.0
+        """
+        latency = self.rule.clamp(self.latency / self.rule.target_concurrency)
+        return max(latency, min(self.crawl_delay, self.rule.max_delay))
 
     def observe(self, latency: float, status: int) -> float:
         """Add one response's latency (seconds) and HTTP status; return the new delay."""
@@ -162,6 +181,9 @@ class LatencyThrottle:
         self.crawler = crawler
         self.rule = rule
         self.debug = debug
+        #: the name robots.txt rules are read for, as Scrapy's RobotsTxtMiddleware reads them
+        settings = crawler.settings
+        self.robots_agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")
         #: slot key -> (the Slot object last seen under it, the host's window)
         self._hosts: dict[str, tuple[Slot, LatencyWindow]] = {}
 
@@ -215,6 +237,8 @@ class LatencyThrottle:
         if host is None:
             return
         slot, window = host
+        if _is_robots_txt(request) and response.status == 200:
+            self._read_crawl_delay(response, slot, window)
         before = slot.delay
         slot.delay = window.observe(latency, response.status)
         stats = self.crawler.stats
@@ -234,3 +258,26 @@ class LatencyThrottle:
                     "change": (slot.delay - before) * 1000,
                 },
             )
+
+    def _read_crawl_delay(self, robots: Response, slot: Slot, window: LatencyWindow) -> None:
+        """Take the host's Crawl-delay from its robots.txt: the window's floor, kept exactly."""
+        from protego import Protego  # Scrapy's robots.txt parser
+
+        text = robots.body.decode("utf-8", "ignore")
+        asked = Protego.parse(text).crawl_delay(self.robots_agent)
+        if not asked or asked <= 0:
+            return
+        window.crawl_delay = float(asked)
+        slot.randomize_delay = False  # never sooner than asked
+        honoured = min(window.crawl_delay, self.rule.max_delay)
+        logger.info("robots.txt of %s asks for a Crawl-delay of %g s: %s", robots.url, asked,
+                    "honoured" if honoured == asked else f"{honoured:g} s, the ceiling "
+                    "(AUTOTHROTTLE_MAX_DELAY)")  # fmt: skip
+        if self.crawler.stats is not None:
+            self.crawler.stats.max_value("neardup/throttle/crawl_delay/max", honoured)
+
+
+def _is_robots_txt(request: Request) -> bool:
+    """True for the robots.txt request of Scrapy's RobotsTxtMiddleware."""
+    unguarded = bool(request.meta.get("dont_obey_robotstxt"))
+    return unguarded and urlsplit(request.url).path == "/robots.txt"

@@ -22,7 +22,7 @@ from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 
 from benchmarks.throttle import SlowSite
-from crawler.demo.server import serve
+from crawler.demo.server import Exchange, Route, serve
 from crawler.extensions.throttle import LatencyThrottle, ThrottleRule
 from tests.crawler.test_faults import ROOT, child_env
 
@@ -205,3 +205,42 @@ def test_the_same_crawl_with_the_throttle_off(tmp_path):
     check_the_crawl(summary, requests)
     assert not any(key.startswith("neardup/throttle/") for key in summary["stats"])
     assert "WARNING" not in stderr and "Traceback" not in stderr
+
+
+# --- robots.txt's Crawl-delay ----------------------------------------------------------------------
+
+#: pages of the Crawl-delay site besides its start page
+DELAYED_PAGES = 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", ["*", "neardup", "otherbot"])
+def test_a_host_s_crawl_delay_is_honoured_with_the_defaults(tmp_path, agent):
+    """A host whose robots.txt asks for ``Crawl-delay: 1`` from our user agent (or from every
+    one) gets one request a second, however fast it answers; one that asks it of another
+    robot is crawled as fast as the throttle lets it."""
+    pages = [f"/page-{n}.html" for n in range(DELAYED_PAGES)]
+    links = "".join(f'<a href="{p}">{p}</a> ' for p in pages)
+    text = (("Content-Type", "text/plain"),)
+    table = {"/robots.txt": Route(body=f"User-agent: {agent}\nCrawl-delay: 1\n", headers=text),
+             "/": Route(body=f"<html><body><p>The pages.</p>{links}</body></html>"),
+             **{p: Route(body=f"<html><body><p>Page {p} of the site.</p></body></html>")
+                for p in pages}}  # fmt: skip
+    exchanges: list[Exchange] = []
+    with serve(table, exchanges=exchanges) as base:
+        proc = subprocess.run(
+            [sys.executable, "-m", "crawler.cli", "crawl", base + "/", "--store",
+             str(tmp_path / "store"), "--json"],
+            check=False, cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(proc.stdout)["stats"]
+    arrived = [e.arrived for e in exchanges if e.path != "/robots.txt"]
+    assert len(arrived) == DELAYED_PAGES + 1
+    gaps = [later - earlier for earlier, later in zip(arrived, arrived[1:])]
+    if agent == "otherbot":
+        assert "neardup/throttle/crawl_delay/max" not in stats
+        assert max(gaps) < 0.5, gaps
+    else:
+        assert stats["neardup/throttle/crawl_delay/max"] == 1.0
+        assert min(gaps) >= 0.95, gaps

@@ -16,7 +16,7 @@ from crawler.review.explain import Explanation, UnknownURL, explain
 from crawler.review.textdiff import side_by_side, truncate_middle, use_colour, width_of
 from crawler.cli.log import store_paths
 from crawler.review.stores import open_stores
-from crawler.review.urls import origin, printed, resolve
+from crawler.review.urls import origin, printed, readable, resolve
 from storage.errors import StoreError
 
 HELP = "why a page was dropped or kept: the page it duplicated, the numbers, the texts"
@@ -320,7 +320,7 @@ def _titles(a: str, b: str) -> tuple[str, str]:
     host = origin(a)
     if host and host == origin(b):
         a, b = printed(a, host), printed(b, host)
-    return f"A: {a}", f"B: {b}"
+    return f"A: {readable(a)}", f"B: {readable(b)}"
 
 
 def _legend(colour: bool, context: int | None) -> str:

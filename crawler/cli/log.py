@@ -24,7 +24,7 @@ from crawler.review.log import (
 )
 from crawler.review.stores import distinct, open_stores
 from crawler.review.textdiff import truncate_middle, width_of
-from crawler.review.urls import common_origin, printed
+from crawler.review.urls import common_origin, printed, readable
 from storage.errors import StoreError
 from storage.records import DECISIONS
 
@@ -269,7 +269,7 @@ def _common_origin(rows: list[LoggedDecision]) -> str | None:
 
 
 def _relative(url: str | None, host: str | None) -> str:
-    return printed(url, host) if url else ""
+    return readable(printed(url, host)) if url else ""
 
 
 def _time_format(rows: list[LoggedDecision]) -> tuple[str, str | None]:

@@ -31,7 +31,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Union
@@ -164,7 +164,8 @@ class LogFilter:
 
     ``decisions`` names decisions (or ``dropped`` for all three kinds of duplicate), ``changes``
     names changes (:data:`CHANGES`); an unknown name is a ``ValueError`` that lists the known
-    ones. ``url_contains`` matches case-blind. ``since`` is seconds since the epoch (see
+    ones. ``url_contains`` matches case-blind, as typed or as the crawl writes URLs
+    (:func:`crawler.review.urls.as_crawled`). ``since`` is seconds since the epoch (see
     :func:`parse_since`); ``limit`` stops after that many lines; ``runs`` keeps the lines of
     those crawl runs (numbers; :func:`latest_run` finds the latest); ``logs`` reads only the
     named logs.
@@ -184,6 +185,7 @@ class LogFilter:
     changes: frozenset[str] | Iterable[str] = frozenset()
     runs: frozenset[int] | Iterable[int] | None = None
     logs: tuple[str, ...] | None = None
+    _url_forms: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         names: set[str] = set()
@@ -210,6 +212,12 @@ class LogFilter:
             object.__setattr__(self, "runs", runs)
         if self.logs is not None:
             object.__setattr__(self, "logs", tuple(self.logs))
+        if self.url_contains:
+            from crawler.review.urls import as_crawled  # (it imports this module)
+
+            # as typed, and as the crawl writes URLs: café finds caf%C3%A9
+            forms = {self.url_contains.casefold(), as_crawled(self.url_contains).casefold()}
+            object.__setattr__(self, "_url_forms", tuple(forms))
 
     def matches(self, entry: dict[str, Any], change: str | None = None) -> bool:
         """Whether a line passes; ``change``: its URL's change in the run as of this line, when
@@ -220,10 +228,10 @@ class LogFilter:
             return False
         if self.runs is not None and crawl_run_of(entry) not in self.runs:
             return False
-        if self.url_contains and self.url_contains.casefold() not in str(
-            entry.get("url") or ""
-        ).casefold():
-            return False
+        if self.url_contains:
+            url = str(entry.get("url") or "").casefold()
+            if not any(form in url for form in self._url_forms):
+                return False
         if self.since is not None:
             when = entry.get("time")
             if not _is_number(when) or when < self.since:

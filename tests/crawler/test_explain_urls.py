@@ -177,3 +177,51 @@ def test_help_shows_the_forms(capsys):
     out = capsys.readouterr().out
     for needle in ("the path log prints", "a unique part of the URL", "URLs on http://host"):
         assert needle in out, needle
+
+
+#: a site whose paths hold letters beyond ASCII and a space, as many real sites' paths do; the
+#: server sees them percent-encoded, as the crawl writes them
+CAFE, INDEX = "/café-au-bord-de-la-rivière.html", "/日本語の文書/索引のページ.html"
+NAMED_PATHS = {CAFE: "/caf%C3%A9-au-bord-de-la-rivi%C3%A8re.html", "/a%20b.html": "/a%20b.html",
+               INDEX: "/%E6%97%A5%E6%9C%AC%E8%AA%9E%E3%81%AE%E6%96%87%E6%9B%B8/"
+                      "%E7%B4%A2%E5%BC%95%E3%81%AE%E3%83%9A%E3%83%BC%E3%82%B8.html"}  # fmt: skip
+NAMED_SITE = {
+    "/": f'<html><body><p>Pages with names.</p><a href="{CAFE}">café</a> '
+    f'<a href="{INDEX}">索引</a> <a href="/a b.html">a b</a></body></html>',
+    NAMED_PATHS[CAFE]: "<html><body><p>A page about a café by the river, open from eight in "
+    "the morning.</p></body></html>",
+    NAMED_PATHS[INDEX]: "<html><body><p>日本語の索引のページ。 An index of the pages in "
+    "Japanese.</p></body></html>",
+    "/a%20b.html": "<html><body><p>A page whose name has a space in it, as files copied "
+    "from a desktop often do.</p></body></html>",
+}
+
+
+@pytest.fixture(scope="module")
+def named(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    store = tmp_path_factory.mktemp("urls") / "named"
+    with serve(NAMED_SITE) as base:
+        proc = neardup("crawl", base + "/", "--store", str(store), "--quiet")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    yield {"store": str(store), "base": base}
+
+
+def test_paths_beyond_ascii_read_as_a_browser_shows_them_and_are_taken_back(named, capsys):
+    """log shows ``/café-….html``, not ``/caf%C3%A9-….html`` (``%20`` stays: decoded it would
+    read as two words); what it shows, cut or whole, and the names as a user types them (a
+    space, letters beyond ASCII; in a path, a part or a whole URL) all find their page."""
+    store, base = named["store"], named["base"]
+    host, wide = log_table(capsys, store, "--width", "200")
+    assert host == base and sorted(wide) == sorted(["/", *NAMED_PATHS]), wide
+    for shown, crawled in NAMED_PATHS.items():
+        assert explained(capsys, shown, store) == base + crawled
+    _, narrow = log_table(capsys, store, "--width", "50")  # long paths are cut with …
+    cut = [(short, full) for short, full in zip(narrow, wide) if short != full]
+    assert len(cut) == 2 and all("…" in short for short, _ in cut), narrow
+    for short, full in cut:
+        assert explained(capsys, short, store) == base + NAMED_PATHS[full]
+    assert explained(capsys, "café", store) == base + NAMED_PATHS[CAFE]
+    assert explained(capsys, "/a b.html", store) == base + "/a%20b.html"
+    assert explained(capsys, base + INDEX, store) == base + NAMED_PATHS[INDEX]
+    _, listed = log_table(capsys, store, "--url-contains", "索引", "--width", "200")
+    assert listed == [INDEX]

@@ -42,6 +42,7 @@ from markupsafe import Markup
 
 from crawler.review.facts import DroppedView, ReportData, collect
 from crawler.review.textdiff import Passage, cut_context, passages
+from crawler.review.urls import readable
 from dedup.canonical import SEPARATORS
 from storage.records import DROPPED
 
@@ -145,7 +146,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(n=_n, fmt=_fmt, g=_g, when=_when)
+    env.filters.update(n=_n, fmt=_fmt, g=_g, when=_when, readable=readable)
     env.tests["web"] = _is_web
     env.globals.update(span=_span, diff_columns=_view_columns)
     return env

@@ -225,3 +225,8 @@ def test_paths_beyond_ascii_read_as_a_browser_shows_them_and_are_taken_back(name
     assert explained(capsys, base + INDEX, store) == base + NAMED_PATHS[INDEX]
     _, listed = log_table(capsys, store, "--url-contains", "索引", "--width", "200")
     assert listed == [INDEX]
+    # the report's links go to the URL as crawled, and read as log shows it
+    out = named["store"] + "-report.html"
+    assert main(["report", "--store", store, "-o", out]) == 0
+    page = open(out, encoding="utf-8").read()
+    assert f'href="{base}{NAMED_PATHS[CAFE]}"' in page and f">{base}{CAFE}</a>" in page

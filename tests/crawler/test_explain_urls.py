@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -228,5 +229,5 @@ def test_paths_beyond_ascii_read_as_a_browser_shows_them_and_are_taken_back(name
     # the report's links go to the URL as crawled, and read as log shows it
     out = named["store"] + "-report.html"
     assert main(["report", "--store", store, "-o", out]) == 0
-    page = open(out, encoding="utf-8").read()
+    page = Path(out).read_text(encoding="utf-8")
     assert f'href="{base}{NAMED_PATHS[CAFE]}"' in page and f">{base}{CAFE}</a>" in page

@@ -16,7 +16,8 @@ from crawler.review.explain import Explanation, UnknownURL, explain
 from crawler.review.textdiff import side_by_side, truncate_middle, use_colour, width_of
 from crawler.cli.log import store_paths
 from crawler.review.stores import open_stores
-from crawler.review.urls import origin, printed, readable, resolve
+from crawler.review.url_forms import readable
+from crawler.review.urls import origin, printed, resolve
 from storage.errors import StoreError
 
 HELP = "why a page was dropped or kept: the page it duplicated, the numbers, the texts"

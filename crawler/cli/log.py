@@ -24,7 +24,8 @@ from crawler.review.log import (
 )
 from crawler.review.stores import distinct, open_stores
 from crawler.review.textdiff import truncate_middle, width_of
-from crawler.review.urls import common_origin, printed, readable
+from crawler.review.url_forms import readable
+from crawler.review.urls import common_origin, printed
 from storage.errors import StoreError
 from storage.records import DECISIONS
 

@@ -36,6 +36,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Union
 
+from crawler.review.url_forms import as_crawled
 from storage.log import list_runs, read_log_lines
 from storage.records import DECISIONS, DROPPED
 from storage.store import Store
@@ -165,7 +166,7 @@ class LogFilter:
     ``decisions`` names decisions (or ``dropped`` for all three kinds of duplicate), ``changes``
     names changes (:data:`CHANGES`); an unknown name is a ``ValueError`` that lists the known
     ones. ``url_contains`` matches case-blind, as typed or as the crawl writes URLs
-    (:func:`crawler.review.urls.as_crawled`). ``since`` is seconds since the epoch (see
+    (:func:`crawler.review.url_forms.as_crawled`). ``since`` is seconds since the epoch (see
     :func:`parse_since`); ``limit`` stops after that many lines; ``runs`` keeps the lines of
     those crawl runs (numbers; :func:`latest_run` finds the latest); ``logs`` reads only the
     named logs.
@@ -213,8 +214,6 @@ class LogFilter:
         if self.logs is not None:
             object.__setattr__(self, "logs", tuple(self.logs))
         if self.url_contains:
-            from crawler.review.urls import as_crawled  # (it imports this module)
-
             # as typed, and as the crawl writes URLs: café finds caf%C3%A9
             forms = {self.url_contains.casefold(), as_crawled(self.url_contains).casefold()}
             object.__setattr__(self, "_url_forms", tuple(forms))

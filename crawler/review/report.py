@@ -42,7 +42,7 @@ from markupsafe import Markup
 
 from crawler.review.facts import DroppedView, ReportData, collect
 from crawler.review.textdiff import Passage, cut_context, passages
-from crawler.review.urls import readable
+from crawler.review.url_forms import readable
 from dedup.canonical import SEPARATORS
 from storage.records import DROPPED
 

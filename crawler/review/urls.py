@@ -16,7 +16,7 @@ URL; :func:`resolve` turns it into the one URL the store holds, in this order:
 4. **a part of a URL**: the URLs that contain it, case-blind, as ``log --url-contains`` matches.
 
 Text that matches nothing as typed is tried once more as the crawl writes URLs
-(:func:`as_crawled`): ``café.html`` or ``a b.html`` find ``caf%C3%A9.html`` and ``a%20b.html``.
+(:func:`crawler.review.url_forms.as_crawled`): ``café.html`` or ``a b.html`` find ``caf%C3%A9.html`` and ``a%20b.html``.
 
 Given the stores of a distributed crawl's nodes (a URL belongs to one node), each step looks in
 every store, and the answer names the store that holds the page.
@@ -31,31 +31,24 @@ store is small enough to compare them all.
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from w3lib.url import canonicalize_url, safe_url_string
-
 from crawler.review.explain import UnknownURL
+from crawler.review.url_forms import ELLIPSIS, as_crawled
 from storage.store import Store
 
 __all__ = [
-    "ELLIPSIS",
     "AmbiguousURL",
     "Resolved",
     "UnknownURL",
-    "as_crawled",
     "common_origin",
     "origin",
     "printed",
-    "readable",
     "resolve",
 ]
 
-#: what ``neardup log`` puts where it cut a URL in the middle (see ``truncate_middle``)
-ELLIPSIS = "…"
 #: matches named in an ambiguity's message
 SHOWN = 10
 #: matches kept while scanning (enough to name them and to tell one from several)
@@ -124,29 +117,6 @@ def printed(url: str, host: str | None = None) -> str:
     return url
 
 
-def readable(text: str) -> str:
-    """``text`` (a URL, or a part of one) as a browser shows it: the letters beyond ASCII that
-    a URL percent-encodes, decoded; every other escape stays (``%20``, ``%2F``: decoded, they
-    would read as another URL). :func:`resolve` takes the result back (:func:`as_crawled`).
-
-    >>> readable("/uni/caf%C3%A9.html"), readable("/a%20b%2Fc"), readable("/bad%C3%28")
-    ('/uni/café.html', '/a%20b%2Fc', '/bad%C3%28')
-    """
-    return _ESCAPED_BEYOND_ASCII.sub(_decoded, text)
-
-
-#: a run of percent-escaped bytes of 0x80 and above: UTF-8 for letters beyond ASCII
-_ESCAPED_BEYOND_ASCII = re.compile(r"(?:%[89A-Fa-f][0-9A-Fa-f])+")
-
-
-def _decoded(escaped: re.Match[str]) -> str:
-    try:
-        text = bytes.fromhex(escaped.group().replace("%", "")).decode("utf-8")
-    except UnicodeDecodeError:
-        return escaped.group()
-    return text if text.isprintable() else escaped.group()
-
-
 def resolve(stores: Store | Sequence[Store], text: str) -> Resolved:
     """The one URL of ``stores`` (a store, or the stores of one crawl's nodes) that ``text``
     names (see the module's docstring for how).
@@ -166,24 +136,6 @@ def resolve(stores: Store | Sequence[Store], text: str) -> Resolved:
         if written == text:
             raise
     return _resolve(listed, written)  # café.html, a b.html: as the crawl wrote them
-
-
-def as_crawled(text: str) -> str:
-    """``text`` as the crawl writes URLs: a whole URL canonical (as the spider makes it,
-    w3lib's ``canonicalize_url``), a part of one with what a URL cannot hold (letters beyond
-    ASCII, spaces) percent-encoded; log's ``…`` stays.
-
-    >>> as_crawled("café"), as_crawled("/uni/a b.html"), as_crawled("/日本…語.html")
-    ('caf%C3%A9', '/uni/a%20b.html', '/%E6%97%A5%E6%9C%AC…%E8%AA%9E.html')
-    >>> as_crawled("http://a.test/é?b=2&a=1"), as_crawled("/caf%C3%A9.html")
-    ('http://a.test/%C3%A9?a=1&b=2', '/caf%C3%A9.html')
-    """
-    if origin(text) is not None:
-        try:
-            return canonicalize_url(text)
-        except ValueError:
-            return text
-    return ELLIPSIS.join(safe_url_string(piece) for piece in text.split(ELLIPSIS))
 
 
 def _resolve(listed: Sequence[Store], text: str) -> Resolved:

@@ -221,6 +221,8 @@ class LatencyThrottle:
         window = known[1] if known is not None else self.rule.window()
         if known is None or known[0] is not slot:
             slot.delay = window.delay
+            if window.crawl_delay:  # a host's Crawl-delay holds in every slot made for it
+                slot.randomize_delay = False
             self._hosts[key] = (slot, window)
         return slot, window
 

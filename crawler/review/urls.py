@@ -16,7 +16,8 @@ URL; :func:`resolve` turns it into the one URL the store holds, in this order:
 4. **a part of a URL**: the URLs that contain it, case-blind, as ``log --url-contains`` matches.
 
 Text that matches nothing as typed is tried once more as the crawl writes URLs
-(:func:`crawler.review.url_forms.as_crawled`): ``café.html`` or ``a b.html`` find ``caf%C3%A9.html`` and ``a%20b.html``.
+(:func:`crawler.review.url_forms.as_crawled`): ``café.html`` or ``a b.html`` find
+``caf%C3%A9.html`` and ``a%20b.html``.
 
 Given the stores of a distributed crawl's nodes (a URL belongs to one node), each step looks in
 every store, and the answer names the store that holds the page.

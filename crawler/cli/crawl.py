@@ -72,8 +72,15 @@ Pages are crawled breadth first, so the copy that is kept is usually the one nea
 page. A live line on stderr shows progress; at the end a summary says what was kept and
 dropped and where the store and the log are.
 
+Politely: robots.txt is obeyed, its Crawl-delay too, and the delay between two requests to a
+host follows the median of its last five response times; a page slower than crawl.timeout is
+skipped as timeout while the crawl goes on.
+
 Ctrl-C stops cleanly; the same command then resumes where it stopped. After a crash or a kill
 the crawl starts again from the start URLs and passes over every page the store already has.
+The same command on a store whose last crawl finished is a recrawl: every URL it knows is asked
+for with its validators (a 304 keeps the page's decision), changed pages are decided again, and
+neardup log --run last --change changed,gone says what moved.
 
 On several machines, every node runs the same command with the same start URLs and the same
 --frontier (a Redis server, with its AOF on), each with its own --node I/K and its own store:

@@ -157,12 +157,7 @@ def _covered(
     """True when ``node`` is left out, or inside another root or a left-out element."""
     if key(node) in skip:
         return True
-    above = parent(node)
-    while above is not None:
-        if key(above) in chosen or key(above) in skip:
-            return True
-        above = parent(above)
-    return False
+    return any(key(above) in chosen or key(above) in skip for above in _up(parent(node), parent))
 
 
 def context(node: Any, parent: Callable[[Any], Any], name: Callable[[Any], str | None],

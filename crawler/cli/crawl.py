@@ -396,6 +396,10 @@ class CrawlOutcome:
         if held["max_pages"]:
             lines.append(f"  links not followed {held['max_pages']:>7,}   past crawl.max_pages: that "
                          "many URLs were already scheduled")  # fmt: skip
+        crawl_delay = self.stats.get("neardup/throttle/crawl_delay/max")
+        if crawl_delay:
+            lines.append(f"  robots.txt delay   {crawl_delay:>6g}s   between two requests to a host "
+                         "that asks for it (the longest asked)")  # fmt: skip
         if self.not_committed:
             lines.append(
                 f"  not committed      {self.not_committed:>7,}   lost with the batch that "

@@ -7,6 +7,7 @@ site on 127.0.0.1 with one slow page and many dead links behind it, and its twin
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 
 from benchmarks.throttle import SlowSite
+from crawler.cli.crawl import CrawlOutcome
 from crawler.demo.server import Exchange, Route, serve
 from crawler.extensions.throttle import LatencyThrottle, ThrottleRule
 from tests.crawler.test_faults import ROOT, child_env
@@ -237,10 +239,20 @@ def test_a_host_s_crawl_delay_is_honoured_with_the_defaults(tmp_path, agent):
     stats = json.loads(proc.stdout)["stats"]
     arrived = [e.arrived for e in exchanges if e.path != "/robots.txt"]
     assert len(arrived) == DELAYED_PAGES + 1
-    gaps = [later - earlier for earlier, later in zip(arrived, arrived[1:])]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(arrived)]
     if agent == "otherbot":
         assert "neardup/throttle/crawl_delay/max" not in stats
         assert max(gaps) < 0.5, gaps
     else:
         assert stats["neardup/throttle/crawl_delay/max"] == 1.0
         assert min(gaps) >= 0.95, gaps
+
+
+def test_the_summary_says_a_robots_txt_delay_set_the_pace(tmp_path):
+    outcome = CrawlOutcome(tmp_path, "run", tmp_path / "log", tmp_path / "scrapy.log", [],
+                           reason="finished", stats={"neardup/throttle/crawl_delay/max": 10.0})
+    lines = [line for line in outcome.render().splitlines() if "robots.txt delay" in line]
+    said = "  robots.txt delay       10s   between two requests to a host that asks for it"
+    assert lines == [said + " (the longest asked)"]
+    assert "robots.txt delay" not in CrawlOutcome(tmp_path, "run", tmp_path / "log",
+                                                  tmp_path / "scrapy.log", []).render()
